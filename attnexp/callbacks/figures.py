@@ -1,0 +1,75 @@
+"""TensorBoard figures at the end of training: attention maps and a prediction grid."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytorch_lightning as pl  # noqa: E402
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+
+def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure:
+    """One row per sample: the input, then every layer's map per head (or SE channel gates)."""
+    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
+    panels += [(f"layer {i} gates", m.reshape(len(m), 1, -1)) for i, m in enumerate(maps) if m is not None and m.dim() < 4]
+    rows, cols = len(images), 1 + len(panels)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 2.2 * rows), squeeze=False)
+    for r in range(rows):
+        axes[r, 0].imshow(images[r].permute(1, 2, 0).squeeze(-1), cmap="gray")
+        axes[r, 0].set_title("input", fontsize=8)
+        for c, (title, data) in enumerate(panels, start=1):
+            axes[r, c].imshow(data[r].float(), cmap="viridis", aspect="auto")
+            axes[r, c].set_title(title, fontsize=8)
+    for ax in axes.flat:
+        ax.set_xticks([]), ax.set_yticks([])
+    fig.tight_layout()
+    return fig
+
+
+def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: int = 8) -> plt.Figure:
+    """Grid of images titled ``true/pred``; wrong predictions in red."""
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(1.4 * columns, 1.5 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, image, t, p in zip(axes.flat, images, targets.tolist(), preds.tolist()):
+        ax.imshow(image.permute(1, 2, 0).squeeze(-1), cmap="gray")
+        ax.set_title(f"{t}/{p}", fontsize=9, color="black" if t == p else "red")
+    fig.tight_layout()
+    return fig
+
+
+class AttentionFigures(pl.Callback):
+    """Logs ``figures/attention`` and ``figures/predictions`` for a few validation samples."""
+
+    def __init__(self, num_attention: int = 4, num_predictions: int = 32) -> None:
+        self.num_attention, self.num_predictions = num_attention, num_predictions
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        if not hasattr(datamodule, "as_images") or not trainer.is_global_zero:
+            return
+        experiments = [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
+        if not experiments:
+            return
+        x, y = next(iter(datamodule.val_dataloader()))
+        x, y = x[: max(self.num_attention, self.num_predictions)], y[: max(self.num_attention, self.num_predictions)]
+        net = pl_module.net
+        was_training = net.training
+        net.eval()
+        with torch.no_grad():
+            logits, maps = net(x.to(pl_module.device), need_weights=True)
+        net.train(was_training)
+        images = datamodule.as_images(x).float()
+        images = (images - images.amin()) / (images.amax() - images.amin()).clamp_min(1e-6)
+        n = self.num_attention
+        figures = {"figures/predictions": prediction_figure(images[: self.num_predictions], y[: self.num_predictions], logits.argmax(-1).cpu()[: self.num_predictions])}
+        if any(m is not None for m in maps):
+            figures["figures/attention"] = attention_figure(images[:n], [m[:n].cpu() if m is not None else None for m in maps])
+        for tag, fig in figures.items():
+            for experiment in experiments:
+                experiment.add_figure(tag, fig, global_step=trainer.global_step)
+            plt.close(fig)

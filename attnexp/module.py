@@ -1,0 +1,99 @@
+"""LightningModule for classification, next-token prediction included (logits are flattened)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import MaxMetric, MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class ClassifierModule(pl.LightningModule):
+    """Cross-entropy training of ``net`` with per-epoch metrics.
+
+    Training statistics are summed on the device and logged once per epoch, so
+    a training step never waits on the host; ``log_every_n_steps > 0`` adds
+    step-level ``train/loss_step`` for users who ask for it. Validation and test
+    use torchmetrics. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
+    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., Any] | None = None,
+        compile: bool = False,
+        log_every_n_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.net = torch.compile(net) if compile else net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.log_every_n_steps = log_every_n_steps
+        classes = net.num_classes
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
+        self.val_acc = MulticlassAccuracy(classes, average="micro")
+        self.test_acc = MulticlassAccuracy(classes, average="micro")
+        self.val_acc_best = MaxMetric()
+        self.val_acc_best.persistent(True)  # survives checkpoint and resume
+        self.register_buffer("train_sums", torch.zeros(3), persistent=False)  # loss*n, correct, n
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        x, y = batch
+        logits = self.net(x)
+        logits, y = logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
+        return F.cross_entropy(logits, y), logits, y
+
+    def on_train_epoch_start(self) -> None:
+        self.train_sums.zero_()
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        loss, logits, y = self._step(batch)
+        with torch.no_grad():
+            n = y.new_tensor(y.numel(), dtype=torch.float32)
+            correct = (logits.argmax(-1) == y).sum()
+            self.train_sums += torch.stack((loss.detach() * n, correct.float(), n))
+        if self.log_every_n_steps and batch_idx % self.log_every_n_steps == 0:
+            self.log("train/loss_step", loss.detach(), on_step=True, on_epoch=False)
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        loss_sum, correct, n = self.train_sums.clamp_min(0)
+        n = n.clamp_min(1)
+        self.log_dict({"train/loss": loss_sum / n, "train/acc": correct / n}, sync_dist=True)
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        loss, logits, y = self._step(batch)
+        self.val_loss.update(loss, weight=y.numel())
+        self.val_acc.update(logits, y)
+
+    def on_validation_epoch_end(self) -> None:
+        acc = self.val_acc.compute()
+        self.log_dict({"val/loss": self.val_loss.compute(), "val/acc": acc})
+        self.val_loss.reset(), self.val_acc.reset()
+        if not self.trainer.sanity_checking:
+            self.val_acc_best.update(acc)
+            self.log("val/acc_best", self.val_acc_best.compute())
+
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        loss, logits, y = self._step(batch)
+        self.test_loss.update(loss, weight=y.numel())
+        self.test_acc.update(logits, y)
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict({"test/loss": self.test_loss.compute(), "test/acc": self.test_acc.compute()})
+        self.test_loss.reset(), self.test_acc.reset()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer_factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss"}}

@@ -1,0 +1,42 @@
+"""The ``attnexp`` entrypoint: compose the config, build the objects, fit, test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pytorch_lightning as pl
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from attnexp.errors import AttnexpError
+
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Run one experiment described by ``cfg``; return the final metrics."""
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule: pl.LightningDataModule = instantiate(cfg.data)
+    net = instantiate(cfg.net, **datamodule.spec)
+    module: pl.LightningModule = instantiate(cfg.module, net=net)
+    callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    if cfg.get("test"):
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+def main(cfg: DictConfig) -> Any:
+    """Console script ``attnexp``; returns ``val/acc_best`` for Hydra sweepers."""
+    metrics = train(cfg)
+    return metrics.get("val/acc_best")
+
+
+if __name__ == "__main__":
+    main()

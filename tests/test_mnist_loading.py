@@ -1,0 +1,70 @@
+"""MNIST goes through torchvision's real parser on small IDX files written here."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from attnexp.data import MNISTDataModule, patchify
+from attnexp.data.image_datamodule import unpatchify
+from attnexp.errors import AttnexpError
+
+
+def write_idx(raw, name: str, array: np.ndarray) -> None:
+    dims = array.shape
+    header = struct.pack(">HBB", 0, 0x08, len(dims)) + struct.pack(f">{len(dims)}I", *dims)
+    (raw / name).write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def fake_mnist(root, n_train=120, n_test=40, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    arrays = {}
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, size=(n, 28, 28))
+        labels = rng.integers(0, 10, size=(n,))
+        write_idx(raw, f"{split}-images-idx3-ubyte", images)
+        write_idx(raw, f"{split}-labels-idx1-ubyte", labels)
+        arrays[split] = (images, labels)
+    return arrays
+
+
+def test_mnist_reads_idx_files_and_cuts_patches(tmp_path):
+    arrays = fake_mnist(tmp_path)
+    dm = MNISTDataModule(root=str(tmp_path), patch_size=7, val_size=20, download=False)
+    dm.setup()
+    x, y = dm.splits["train"]
+    assert x.shape == (100, 16, 49) and dm.splits["val"][0].shape == (20, 16, 49)
+    assert dm.splits["test"][0].shape == (40, 16, 49)
+    assert sorted(torch.cat([y, dm.splits["val"][1]]).tolist()) == sorted(arrays["train"][1].tolist())
+    torch.testing.assert_close(dm.splits["test"][1], torch.as_tensor(arrays["t10k"][1]).long())
+    images = dm.as_images(dm.splits["test"][0])  # back to pixels: undo patches and normalisation
+    raw = torch.as_tensor(arrays["t10k"][0]).float().unsqueeze(1)
+    assert torch.corrcoef(torch.stack([images.flatten(), raw.flatten()]))[0, 1] > 0.9999
+    assert dm.spec == {"image_size": 28, "channels": 1, "patch_size": 7, "num_classes": 10}
+    batch_x, batch_y = next(iter(dm.train_dataloader()))
+    assert batch_x.shape == (64, 16, 49) and batch_y.dtype == torch.long
+
+
+def test_patchify_roundtrip_and_order():
+    images = torch.arange(2 * 3 * 4 * 4, dtype=torch.float32).reshape(2, 3, 4, 4)
+    patches = patchify(images, 2)
+    assert patches.shape == (2, 4, 12)
+    torch.testing.assert_close(patches[0, 1], images[0, :, 0:2, 2:4].flatten())  # row-major patch order
+    torch.testing.assert_close(unpatchify(patches, 3, 2), images)
+
+
+def test_patch_size_must_divide_image():
+    with pytest.raises(AttnexpError, match=r"patch_size=5 does not divide .* 28.*Allowed: \[1, 2, 4, 7, 14, 28\]"):
+        MNISTDataModule(root="unused", patch_size=5)
+
+
+def test_missing_mnist_says_where_it_looked(tmp_path):
+    dm = MNISTDataModule(root=str(tmp_path), patch_size=7, download=False)
+    with pytest.raises(AttnexpError, match="ATTNEXP_DATA_DIR") as err:
+        dm.setup()
+    assert str(tmp_path / "MNIST" / "raw") in str(err.value)
