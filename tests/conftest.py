@@ -16,7 +16,8 @@ FAST = ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.prog
 
 def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``attnexp`` (the console script's module) with ``overrides`` in ``cwd``."""
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": pythonpath, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "attnexp.train", *overrides],
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
