@@ -1,5 +1,37 @@
 """Errors that reach the user as one clear paragraph instead of a traceback."""
 
+from __future__ import annotations
+
+from hydra.errors import CompactHydraException
+
+# Exit statuses of the ``attnexp`` command.
+EXIT_CODES = {"bad_input": 2, "failed": 1, "diverged": 3, "interrupted": 130}
+
 
 class AttnexpError(Exception):
     """A problem with the user's input or environment, explained in the message."""
+
+
+class AttnexpConfigError(AttnexpError, CompactHydraException):
+    """An input problem found before any run folder exists; Hydra prints just the message."""
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The innermost exception in the ``__cause__`` chain (Hydra wraps errors raised while instantiating)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
+def is_bad_input(err: BaseException) -> bool:
+    """An error caused by the user's config or files rather than by training."""
+    return isinstance(root_cause(err), (AttnexpError, ValueError, TypeError))
+
+
+def explain(err: BaseException) -> str:
+    """One paragraph for the user: the innermost message, with its kind when it is not ours."""
+    cause = root_cause(err)
+    text = " ".join(str(cause).split()) or type(cause).__name__
+    if isinstance(cause, AttnexpError):
+        return text
+    return f"{type(cause).__name__}: {text}"

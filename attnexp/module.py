@@ -12,13 +12,21 @@ from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 
+class DivergedError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
 class ClassifierModule(pl.LightningModule):
     """Cross-entropy training of ``net`` with per-epoch metrics.
 
     Training statistics are summed on the device and logged once per epoch, so
     a training step never waits on the host; ``log_every_n_steps > 0`` adds
     step-level ``train/loss_step`` for users who ask for it. Validation and test
-    use torchmetrics. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
+    use torchmetrics. A non-finite loss is noted on the device and checked every
+    ``divergence_check_every`` steps (one host sync each time): training then
+    stops with :class:`DivergedError` naming the first bad step, before the
+    bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
+    resumed run continues exactly as an uninterrupted one would. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
     ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``.
     """
 
@@ -29,11 +37,13 @@ class ClassifierModule(pl.LightningModule):
         scheduler: Callable[..., Any] | None = None,
         compile: bool = False,
         log_every_n_steps: int = 0,
+        divergence_check_every: int = 20,
     ) -> None:
         super().__init__()
         self.net = torch.compile(net) if compile else net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
+        self.divergence_check_every = max(1, divergence_check_every)
         classes = net.num_classes
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(classes, average="micro")
@@ -41,6 +51,7 @@ class ClassifierModule(pl.LightningModule):
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_sums", torch.zeros(3), persistent=False)  # loss*n, correct, n
+        self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -60,12 +71,42 @@ class ClassifierModule(pl.LightningModule):
             n = y.new_tensor(y.numel(), dtype=torch.float32)
             correct = (logits.argmax(-1) == y).sum()
             self.train_sums += torch.stack((loss.detach() * n, correct.float(), n))
+            bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
+            self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
         if self.log_every_n_steps and batch_idx % self.log_every_n_steps == 0:
             self.log("train/loss_step", loss.detach(), on_step=True, on_epoch=False)
         return loss
 
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        last = batch_idx + 1 == self.trainer.num_training_batches
+        if last or (batch_idx + 1) % self.divergence_check_every == 0:
+            self._check_finite()
+
+    def _check_finite(self) -> None:
+        step = int(self.first_bad_step)
+        if step >= 0:
+            raise DivergedError(
+                f"The training loss became NaN or infinite at step {step} (epoch {self.current_epoch}). "
+                "Training stopped; checkpoints/last.ckpt still holds the last good epoch. Usual causes: "
+                "a learning rate that is too high (module.optimizer.lr), or 16-bit precision overflow "
+                "(try trainer.precision=32-true or bf16-mixed); trainer.gradient_clip_val=1.0 also helps."
+            )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rng_states"] = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            checkpoint["rng_states"]["cuda"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        states = checkpoint.get("rng_states", {})
+        if "torch" in states:
+            torch.set_rng_state(states["torch"])
+        if "cuda" in states and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(states["cuda"])
+
     def on_train_epoch_end(self) -> None:
-        loss_sum, correct, n = self.train_sums.clamp_min(0)
+        self._check_finite()
+        loss_sum, correct, n = self.train_sums
         n = n.clamp_min(1)
         self.log_dict({"train/loss": loss_sum / n, "train/acc": correct / n}, sync_dist=True)
 

@@ -2,40 +2,90 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
 import hydra
 import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from attnexp.errors import AttnexpError
+from attnexp.checkpoints import check_checkpoint
+from attnexp.errors import EXIT_CODES, explain, is_bad_input
+from attnexp.resume import output_dir, resume_point
+from attnexp.validate import validate_config
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
+log = logging.getLogger("attnexp")
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by ``cfg``; return the final metrics."""
+    validate_config(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    ckpt_path = cfg.get("ckpt_path")
+    if cfg.get("resume"):
+        action, last = resume_point(output_dir)
+        if action == "done":
+            log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
+            return json.loads((output_dir / "metrics.json").read_text())
+        ckpt_path = last or ckpt_path
+        log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
     net = instantiate(cfg.net, **datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net)
+    if ckpt_path:
+        check_checkpoint(ckpt_path, module)
     callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     if cfg.get("test"):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 
 
+def record_failure(output_dir: Path, err: BaseException) -> str:
+    """Make sure metrics.json says how the run ended; return that status."""
+    path = output_dir / "metrics.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    if record.get("status") in ("interrupted", "diverged", "failed"):
+        return record["status"]
+    status = "interrupted" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed"
+    record.update(status=status, error=explain(err))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return status
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Console script ``attnexp``; returns ``val/acc_best`` for Hydra sweepers."""
-    metrics = train(cfg)
-    return metrics.get("val/acc_best")
+    """Console script ``attnexp``; returns ``val/acc_best`` for Hydra sweepers.
+
+    A failing run is recorded in its metrics.json and explained in one
+    paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
+    other jobs still run.
+    """
+    try:
+        return train(cfg).get("val/acc_best")
+    except BaseException as err:
+        status = record_failure(Path(cfg.paths.output_dir), err)
+        if status == "failed" and is_bad_input(err):
+            status = "bad_input"
+        log.error(f"Run {status.replace('_', ' ')}: {explain(err)}")
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        if status != "interrupted" and HydraConfig.get().mode == RunMode.MULTIRUN:
+            return None
+        raise SystemExit(EXIT_CODES[status]) from None
 
 
 if __name__ == "__main__":

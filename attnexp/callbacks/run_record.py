@@ -13,6 +13,9 @@ import pytorch_lightning as pl
 from omegaconf import OmegaConf
 from pytorch_lightning.loggers import TensorBoardLogger
 
+from attnexp.errors import explain
+from attnexp.module import DivergedError
+
 FINAL_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "test/loss", "test/acc")
 
 
@@ -63,8 +66,9 @@ class RunRecord(pl.Callback):
     """Keeps ``metrics.json`` in the run folder up to date.
 
     ``status`` is ``running`` while training, ``trained`` after fit, ``ok``
-    after test, ``failed`` (with ``error``) or ``interrupted`` if the run
-    stops early. Final metrics appear under their logged names (``test/acc``).
+    after test; ``failed`` or ``diverged`` (with ``error``) or ``interrupted``
+    (a checkpoint of the last completed step is saved as
+    ``checkpoints/interrupted.ckpt``) if the run stops early. Final metrics appear under their logged names (``test/acc``).
     """
 
     def __init__(self, output_dir: str) -> None:
@@ -124,8 +128,10 @@ class RunRecord(pl.Callback):
                 write_hparams(logger, self.hparams, metrics)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, KeyboardInterrupt):
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
+            if trainer.world_size == 1:
+                trainer.save_checkpoint(self.output_dir / "checkpoints" / "interrupted.ckpt")
             self._write(trainer, "interrupted")
         else:
-            first_line = (str(exception).strip().splitlines() or [""])[0]
-            self._write(trainer, "failed", error=f"{type(exception).__name__}: {first_line}")
+            status = "diverged" if isinstance(exception, DivergedError) else "failed"
+            self._write(trainer, status, error=explain(exception))

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from pathlib import Path
 
 from torch import Tensor
 
 from attnexp.data.image_datamodule import ImageDataModule
 from attnexp.errors import AttnexpError
+
+
+# file name -> (magic number, number of dimensions)
+IDX_FILES = {
+    "train-images-idx3-ubyte": (2051, 3),
+    "train-labels-idx1-ubyte": (2049, 1),
+    "t10k-images-idx3-ubyte": (2051, 3),
+    "t10k-labels-idx1-ubyte": (2049, 1),
+}
+
+
+def check_idx(path: Path, magic: int, ndim: int) -> None:
+    """Check an uncompressed IDX file's magic number, and that its size matches its header."""
+    with path.open("rb") as f:
+        header = f.read(4 + 4 * ndim)
+    found = struct.unpack(">i", header[:4])[0] if len(header) >= 4 else None
+    if len(header) < 4 + 4 * ndim or found != magic:
+        raise AttnexpError(
+            f"{path} is not an MNIST IDX file: magic number {found}, expected {magic}. "
+            "Replace it with the original file (or delete it and set data.download=true)."
+        )
+    dims = struct.unpack(f">{ndim}I", header[4:])
+    expected, size = 4 + 4 * ndim + math.prod(dims), path.stat().st_size
+    if size != expected:
+        raise AttnexpError(
+            f"{path} is truncated or corrupt: its header announces {' x '.join(map(str, dims))} values "
+            f"({expected} bytes) but the file has {size} bytes. Replace it with the original file "
+            "(or delete it and set data.download=true)."
+        )
 
 
 class MNISTDataModule(ImageDataModule):
@@ -30,6 +61,9 @@ class MNISTDataModule(ImageDataModule):
         from torchvision.datasets import MNIST
 
         raw = Path(self.root).resolve() / "MNIST" / "raw"
+        for name, (magic, ndim) in IDX_FILES.items():
+            if (raw / name).is_file():
+                check_idx(raw / name, magic, ndim)
         try:
             return MNIST(self.root, train=train, download=self.download)
         except (RuntimeError, OSError, ValueError) as err:

@@ -25,17 +25,32 @@ class TensorBatches(Dataset):
 
 
 class BatchIndexSampler(Sampler[Tensor]):
-    """Yields index tensors of ``batch_size`` (the last may be short), reshuffled every epoch."""
+    """Yields index tensors of ``batch_size`` (the last may be short), reshuffled every epoch.
 
-    def __init__(self, size: int, batch_size: int, shuffle: bool) -> None:
+    The order of epoch ``e`` depends only on ``seed`` and ``e`` (Lightning calls
+    :meth:`set_epoch`), so a run resumed from a checkpoint sees the same batches
+    as an uninterrupted one. ``seed`` defaults to the seed torch was seeded with.
+    """
+
+    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int | None = None) -> None:
         self.size, self.batch_size, self.shuffle = size, batch_size, shuffle
+        self.seed = torch.initial_seed() if seed is None else seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return -(-self.size // self.batch_size)
 
     def __iter__(self) -> Iterator[Tensor]:
-        order = torch.randperm(self.size) if self.shuffle else torch.arange(self.size)
-        return iter(order.split(self.batch_size))
+        # A generator: the order is drawn at the first batch, after Lightning's set_epoch,
+        # even when the iterator was created earlier (as on resume).
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
+            yield from torch.randperm(self.size, generator=generator).split(self.batch_size)
+        else:
+            yield from torch.arange(self.size).split(self.batch_size)
 
 
 def tensor_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool) -> DataLoader:
