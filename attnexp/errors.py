@@ -17,8 +17,11 @@ class AttnexpConfigError(AttnexpError, CompactHydraException):
 
 
 def root_cause(err: BaseException) -> BaseException:
-    """The innermost exception in the ``__cause__`` chain (Hydra wraps errors raised while instantiating)."""
-    while err.__cause__ is not None:
+    """Our own explained error in the ``__cause__`` chain, else the innermost exception.
+
+    Hydra wraps errors raised while instantiating; ours may wrap a library's.
+    """
+    while not isinstance(err, AttnexpError) and err.__cause__ is not None:
         err = err.__cause__
     return err
 

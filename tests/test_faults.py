@@ -18,7 +18,7 @@ from conftest import REPO, read_metrics, run_cli, run_dirs
 from attnexp.data import DigitsDataModule
 from attnexp.module import ClassifierModule, DivergedError
 
-SLOW = ["trainer.max_epochs=6", "trainer.deterministic=true", "data.batch_size=8", "net.dim=16", "seed=3",
+SLOW = ["trainer.max_epochs=3", "trainer.deterministic=true", "data.batch_size=16", "net.dim=16", "seed=3",
         "callbacks.progress_bar.refresh_rate=0"]
 FINAL = ("test/acc", "test/loss", "val/acc_best", "val/acc", "val/loss", "train/loss", "train/acc")
 
@@ -50,7 +50,7 @@ def test_kill9_then_resume_equals_uninterrupted_run(tmp_path):
     whole.mkdir(), broken.mkdir()
     run_cli(whole, *SLOW)
     proc = start(broken, *SLOW)
-    wait_for_epochs(broken, proc, 2)
+    wait_for_epochs(broken, proc, 1)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     (run,) = run_dirs(broken / "outputs")
