@@ -117,11 +117,11 @@ class ClassifierModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         acc = self.val_acc.compute()
-        self.log_dict({"val/loss": self.val_loss.compute(), "val/acc": acc})
+        self.log_dict({"val/loss": self.val_loss.compute(), "val/acc": acc}, sync_dist=True)
         self.val_loss.reset(), self.val_acc.reset()
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(acc)
-            self.log("val/acc_best", self.val_acc_best.compute())
+            self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         loss, logits, y = self._step(batch)
@@ -129,7 +129,7 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc.update(logits, y)
 
     def on_test_epoch_end(self) -> None:
-        self.log_dict({"test/loss": self.test_loss.compute(), "test/acc": self.test_acc.compute()})
+        self.log_dict({"test/loss": self.test_loss.compute(), "test/acc": self.test_acc.compute()}, sync_dist=True)
         self.test_loss.reset(), self.test_acc.reset()
 
     def configure_optimizers(self) -> Any:

@@ -47,10 +47,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
-    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
+    return metrics
 
 
 def record_failure(output_dir: Path, err: BaseException) -> str:
@@ -68,14 +70,14 @@ def record_failure(output_dir: Path, err: BaseException) -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Console script ``attnexp``; returns ``val/acc_best`` for Hydra sweepers.
+    """Console script ``attnexp``; returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
 
     A failing run is recorded in its metrics.json and explained in one
     paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
     other jobs still run.
     """
     try:
-        return train(cfg).get("val/acc_best")
+        return train(cfg).get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
         status = record_failure(Path(cfg.paths.output_dir), err)
         if status == "failed" and is_bad_input(err):
@@ -84,7 +86,7 @@ def main(cfg: DictConfig) -> Any:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if status != "interrupted" and HydraConfig.get().mode == RunMode.MULTIRUN:
-            return None
+            return float("nan")  # the sweep goes on; its summary reports this job as failed
         raise SystemExit(EXIT_CODES[status]) from None
 
 
