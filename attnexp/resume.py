@@ -9,11 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
-
-_chosen: dict[str, str] = {}
-
 
 def _comparable(overrides: Any) -> list[str]:
     return sorted(o for o in overrides if not str(o).lstrip("+~").startswith("resume="))
@@ -39,20 +35,18 @@ def check_writable(root: str) -> None:
         sys.exit(2)
 
 
-def output_dir(resume: Any, root: str, new_dir: str, kind: str = "run") -> str:
+def output_dir(resume: Any, root: str, new_dir: str, kind: str, *, _root_: Any) -> str:
     """Resolver for ``hydra.run.dir`` / ``hydra.sweep.dir``.
 
     Checks that ``root`` is writable. Without ``resume`` it returns ``new_dir``. With it, the newest folder under
     ``root`` made by the same command-line overrides (``resume`` aside): a run
     folder (``.hydra/overrides.yaml``) or a sweep folder (``multirun.yaml``).
-    The answer is kept for the process, so every job of a sweep agrees.
+    A sweep resolves its folder once, at its start (:class:`attnexp.sweep.SweepCallback`).
     """
     check_writable(root)
     if str(resume).lower() not in ("true", "1"):
         return new_dir
-    if kind in _chosen:
-        return _chosen[kind]
-    wanted = _comparable(HydraConfig.get().overrides.task)
+    wanted = _comparable(_root_.hydra.overrides.task)
     pattern = "multirun.yaml" if kind == "sweep" else "overrides.yaml"
     candidates = []
     for path in Path(root).rglob(pattern):
@@ -63,8 +57,7 @@ def output_dir(resume: Any, root: str, new_dir: str, kind: str = "run") -> str:
         if _comparable(overrides) == wanted:
             folder = path.parent if kind == "sweep" else path.parent.parent
             candidates.append((path.stat().st_mtime, str(folder)))
-    _chosen[kind] = max(candidates)[1] if candidates else new_dir
-    return _chosen[kind]
+    return max(candidates)[1] if candidates else new_dir
 
 
 def resume_point(output_dir: str | Path) -> tuple[str, str | None]:

@@ -55,13 +55,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
-def record_failure(output_dir: Path, err: BaseException) -> str:
-    """Make sure metrics.json says how the run ended; return that status."""
+def record_failure(cfg: DictConfig, err: BaseException) -> str:
+    """Make sure the run's metrics.json says how it ended; return that status."""
+    output_dir = Path(cfg.paths.output_dir)
     path = output_dir / "metrics.json"
     record = json.loads(path.read_text()) if path.exists() else {}
     if record.get("status") in ("interrupted", "diverged", "failed"):
         return record["status"]
     status = "interrupted" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed"
+    choices = HydraConfig.get().runtime.choices
+    record = {"variant": choices.get("model"), "data": choices.get("data"), "net": choices.get("net"), "seed": cfg.get("seed"), **record}
     record.update(status=status, error=explain(err))
     output_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -79,7 +82,7 @@ def main(cfg: DictConfig) -> Any:
     try:
         return train(cfg).get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
-        status = record_failure(Path(cfg.paths.output_dir), err)
+        status = record_failure(cfg, err)
         if status == "failed" and is_bad_input(err):
             status = "bad_input"
         log.error(f"Run {status.replace('_', ' ')}: {explain(err)}")

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Tiny models run fastest on one thread, and parallel test processes then do not fight over cores.
+TEST_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
 FAST = ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"]
 
 
 def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``attnexp`` (the console script's module) with ``overrides`` in ``cwd``."""
     pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": pythonpath, **(env or {})}
+    full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "attnexp.train", *overrides],
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,

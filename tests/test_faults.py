@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from conftest import REPO, read_metrics, run_cli, run_dirs
+from conftest import REPO, TEST_ENV, read_metrics, run_cli, run_dirs
 from attnexp.data import DigitsDataModule
 from attnexp.module import ClassifierModule, DivergedError
 
@@ -24,7 +24,7 @@ FINAL = ("test/acc", "test/loss", "val/acc_best", "val/acc", "val/loss", "train/
 
 
 def start(cwd, *overrides):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "attnexp.train", *overrides], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -1,4 +1,4 @@
-"""Hydra callback: when a sweep ends, summarize its runs and report failures in the exit status."""
+"""Hydra callback for sweeps: one folder for all jobs, a summary at the end, failures in the exit status."""
 
 from __future__ import annotations
 
@@ -8,15 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from attnexp.compare import find_runs, table, write_summary
 
 log = logging.getLogger("attnexp")
 
 
-class SweepSummary(Callback):
-    """Writes summary.csv, summary.md and plots into the sweep folder and prints the table."""
+class SweepCallback(Callback):
+    """Pins the sweep folder at the start; writes summary.csv, summary.md and plots at the end."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Jobs re-resolve hydra.sweep.dir, in other processes too (joblib): hand them the folder
+        # chosen here (a new one, or the resumed one) as a literal override.
+        folder = str(config.hydra.sweep.dir)
+        with open_dict(config):
+            config.hydra.sweep.dir = folder
+            config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{folder}'")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
