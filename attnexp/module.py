@@ -19,7 +19,9 @@ class ClassifierModule(pl.LightningModule):
     a training step never waits on the host; ``log_every_n_steps > 0`` adds
     step-level ``train/loss_step`` for users who ask for it. Validation and test
     use torchmetrics. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
-    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``.
+    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``; for a language
+    model (``net.is_language_model``) also ``val/ppl`` and ``test/ppl``, the
+    perplexity exp(mean next-token cross-entropy).
     """
 
     def __init__(
@@ -34,6 +36,7 @@ class ClassifierModule(pl.LightningModule):
         self.net = torch.compile(net) if compile else net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
+        self.perplexity = getattr(net, "is_language_model", False)
         classes = net.num_classes
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(classes, average="micro")
@@ -75,8 +78,8 @@ class ClassifierModule(pl.LightningModule):
         self.val_acc.update(logits, y)
 
     def on_validation_epoch_end(self) -> None:
-        acc = self.val_acc.compute()
-        self.log_dict({"val/loss": self.val_loss.compute(), "val/acc": acc})
+        acc, loss = self.val_acc.compute(), self.val_loss.compute()
+        self.log_dict({"val/loss": loss, "val/acc": acc, **({"val/ppl": loss.exp()} if self.perplexity else {})})
         self.val_loss.reset(), self.val_acc.reset()
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(acc)
@@ -88,7 +91,8 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc.update(logits, y)
 
     def on_test_epoch_end(self) -> None:
-        self.log_dict({"test/loss": self.test_loss.compute(), "test/acc": self.test_acc.compute()})
+        loss = self.test_loss.compute()
+        self.log_dict({"test/loss": loss, "test/acc": self.test_acc.compute(), **({"test/ppl": loss.exp()} if self.perplexity else {})})
         self.test_loss.reset(), self.test_acc.reset()
 
     def configure_optimizers(self) -> Any:

@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 import hydra
 import pytorch_lightning as pl
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig
+from torch import nn
 
 from attnexp.errors import AttnexpError
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 
 
+def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
+    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
+    params = inspect.signature(get_object(net_cfg._target_)).parameters
+    unknown = sorted(k for k in spec if k not in params)
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise AttnexpError(
+            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
+            f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
+            "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
+        )
+    return instantiate(net_cfg, **spec)
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by ``cfg``; return the final metrics."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
-    net = instantiate(cfg.net, **datamodule.spec)
+    net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net)
     callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False

@@ -13,7 +13,7 @@ import pytorch_lightning as pl
 from omegaconf import OmegaConf
 from pytorch_lightning.loggers import TensorBoardLogger
 
-FINAL_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "test/loss", "test/acc")
+FINAL_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "test/loss", "test/acc", "val/ppl", "test/ppl")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -1,0 +1,86 @@
+"""TensorBoard figures for language models: attention over a validation sentence, next-token distribution."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytorch_lightning as pl  # noqa: E402
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+
+def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:
+    """One heatmap per layer and head, queries down and keys across, tokens on both axes.
+
+    SE gates (L, C) are drawn with tokens down and channels across.
+    """
+    panels = [(f"layer {i} head {h}", m[h], True) for i, m in enumerate(maps) if m is not None and m.dim() == 3 for h in range(m.shape[0])]
+    panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in enumerate(maps) if m is not None and m.dim() < 3]
+    side = 1.2 + 0.28 * len(tokens)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
+    for ax, (title, data, square) in zip(axes.flat, panels):
+        ax.imshow(data.float(), cmap="viridis", aspect="auto")
+        ax.set_title(title, fontsize=9)
+        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        if square:
+            ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)
+        else:
+            ax.set_xlabel("channel", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def next_token_figure(prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15) -> plt.Figure:
+    """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
+    top = probs.topk(min(top_k, len(probs)))
+    labels = [repr(vocab[i])[1:-1] for i in top.indices.tolist()]
+    colors = ["tab:orange" if vocab[i] == target else "tab:blue" for i in top.indices.tolist()]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.45 * len(labels), 3.2))
+    ax.bar(range(len(labels)), top.values.float(), color=colors)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=8)
+    ax.set_ylabel("probability")
+    shown = " ".join(prefix[-8:])
+    ax.set_title(f"next token after '{shown}'" + (f" (true: {target!r})" if target is not None else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+class TokenFigures(pl.Callback):
+    """Logs ``figures/attention`` and ``figures/next_token`` for a validation sentence of text data.
+
+    Skips data modules without a vocabulary (image data has its own figures).
+    """
+
+    def __init__(self, max_tokens: int = 24, top_k: int = 15) -> None:
+        self.max_tokens, self.top_k = max_tokens, top_k
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = trainer.datamodule
+        if getattr(datamodule, "vocab", None) is None or not trainer.is_global_zero:
+            return
+        experiments = [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
+        if not experiments:
+            return
+        ids = datamodule.validation_sample(self.max_tokens)  # (L,)
+        net = pl_module.net
+        was_training = net.training
+        net.eval()
+        with torch.no_grad():
+            logits, maps = net(ids.unsqueeze(0).to(pl_module.device), need_weights=True)  # (1, L, V)
+        net.train(was_training)
+        tokens = datamodule.vocab.decode(ids.tolist())
+        labels = [repr(t)[1:-1] for t in tokens]
+        at = max(len(tokens) - 2, 0)  # predict the sentence's last token from the rest
+        figures = {
+            "figures/next_token": next_token_figure(
+                tokens[: at + 1], logits[0, at].softmax(-1).cpu(), datamodule.vocab.tokens, tokens[at + 1] if len(tokens) > 1 else None, self.top_k
+            )
+        }
+        if any(m is not None for m in maps):
+            figures["figures/attention"] = token_attention_figure(labels, [m[0].cpu() if m is not None else None for m in maps])
+        for tag, fig in figures.items():
+            for experiment in experiments:
+                experiment.add_figure(tag, fig, global_step=trainer.global_step)
+            plt.close(fig)
