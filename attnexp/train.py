@@ -8,6 +8,7 @@ from typing import Any
 
 import hydra
 import pytorch_lightning as pl
+from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig
 from torch import nn
@@ -27,7 +28,12 @@ def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
             f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
             "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
         )
-    return instantiate(net_cfg, **spec)
+    try:
+        return instantiate(net_cfg, **spec)
+    except InstantiationException as err:  # show the network's own explanation, not Hydra's wrapper
+        if isinstance(err.__cause__, AttnexpError):
+            raise err.__cause__ from None
+        raise
 
 
 def train(cfg: DictConfig) -> dict[str, float]:

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 from torch import Tensor
-from torch.utils.data import DataLoader
 
-from attnexp.data.tensor_loader import tensor_loader
+from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.data.vocabulary import BOS, EOS, Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
 
@@ -48,7 +47,7 @@ def windows(ids: Tensor, context: int, stride: int) -> tuple[Tensor, Tensor]:
     return cut[:, :-1], cut[:, 1:]
 
 
-class TextDataModule(pl.LightningDataModule):
+class TextDataModule(SplitLoaders, pl.LightningDataModule):
     """A text file as next-token windows: train, val and test are consecutive parts of the text.
 
     Tokens are words and punctuation marks (``level=word``) or characters
@@ -147,12 +146,3 @@ class TextDataModule(pl.LightningDataModule):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state and not self.splits:
             self.vocab = Vocabulary.from_state(state)
-
-    def train_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["test"], self.eval_batch_size, shuffle=False)
