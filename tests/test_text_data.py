@@ -68,6 +68,7 @@ def not_utf8(tmp_path):
 
 
 BAD = {
+    "no path": (lambda p: None, {}, r"data=text needs a file: add data.path="),
     "empty": (lambda p: write(p, ""), {}, r"is empty: there is nothing to learn"),
     "whitespace only": (lambda p: write(p, " \n\n\t"), {}, r"is empty \(only whitespace\)"),
     "missing": (lambda p: p / "nope.txt", {}, r"Cannot read data.path=.*nope.txt.*readable UTF-8 text file"),
@@ -83,4 +84,4 @@ def test_bad_files_raise_clear_errors(case, tmp_path):
     make, kwargs, message = BAD[case]
     path = make(tmp_path)
     with pytest.raises(AttnexpError, match=message):
-        TextDataModule(str(path), **{"context": 4, **kwargs}).spec
+        TextDataModule(str(path) if path else None, **{"context": 4, **kwargs}).spec

@@ -24,10 +24,10 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
         ax.imshow(data.float(), cmap="viridis", aspect="auto")
         ax.set_title(title, fontsize=9)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        ax.set_ylabel("query" if square else "token", fontsize=8)
         if square:
             ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)
-        else:
-            ax.set_xlabel("channel", fontsize=8)
+        ax.set_xlabel("key" if square else "channel", fontsize=8)
     fig.tight_layout()
     return fig
 
