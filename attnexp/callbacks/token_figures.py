@@ -21,7 +21,7 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
     side = 1.2 + 0.28 * len(tokens)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
     for ax, (title, data, square) in zip(axes.flat, panels):
-        ax.imshow(data.float(), cmap="viridis", aspect="auto")
+        ax.imshow(data.float(), cmap="viridis", aspect="auto", interpolation="nearest")
         ax.set_title(title, fontsize=9)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
         ax.set_ylabel("query" if square else "token", fontsize=8)

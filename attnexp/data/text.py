@@ -71,7 +71,8 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
     ) -> None:
         super().__init__()
         check_level(level)
-        for key, value in (("context", context), ("stride", stride or 1), ("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+        stride = context if stride is None else stride
+        for key, value in (("context", context), ("stride", stride), ("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             if value < 1:
                 raise AttnexpError(f"data.{key} must be a positive integer, got {value}.")
         if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
@@ -79,7 +80,7 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
                 f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each be above 0 and "
                 "sum to less than 1: the text is split by position into train, val and test parts. E.g. 0.1 and 0.1."
             )
-        self.path, self.level, self.context, self.stride = path, level, context, stride or context
+        self.path, self.level, self.context, self.stride = path, level, context, stride
         self.fractions = (1.0 - val_fraction - test_fraction, val_fraction, test_fraction)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.vocab: Vocabulary | None = None
@@ -123,7 +124,8 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         if self.splits:
             return
         parts = self.split_tokens(self.read_tokens())
-        self.vocab = self.vocab or Vocabulary.build(parts["train"], self.level)
+        if self.vocab is None:  # else restored from a checkpoint
+            self.vocab = Vocabulary.build(parts["train"], self.level)
         self.streams = {name: self.vocab.encode(part)[0] for name, part in parts.items()}
         self.splits = {
             name: windows(ids, self.context, self.stride if name == "train" else self.context)
