@@ -7,8 +7,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytorch_lightning as pl  # noqa: E402
-import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
+
+from attnexp.callbacks.figures import figure_writers, forward_with_weights, write_figures  # noqa: E402
 
 
 def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:
@@ -58,29 +59,16 @@ class TokenFigures(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
-        if getattr(datamodule, "vocab", None) is None or not trainer.is_global_zero:
-            return
-        experiments = [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
-        if not experiments:
+        writers = figure_writers(trainer)
+        if getattr(datamodule, "vocab", None) is None or not writers:
             return
         ids = datamodule.validation_sample(self.max_tokens)  # (L,)
-        net = pl_module.net
-        was_training = net.training
-        net.eval()
-        with torch.no_grad():
-            logits, maps = net(ids.unsqueeze(0).to(pl_module.device), need_weights=True)  # (1, L, V)
-        net.train(was_training)
+        logits, maps = forward_with_weights(pl_module, ids.unsqueeze(0))  # (1, L, V)
         tokens = datamodule.vocab.decode(ids.tolist())
-        labels = [repr(t)[1:-1] for t in tokens]
         at = max(len(tokens) - 2, 0)  # predict the sentence's last token from the rest
-        figures = {
-            "figures/next_token": next_token_figure(
-                tokens[: at + 1], logits[0, at].softmax(-1).cpu(), datamodule.vocab.tokens, tokens[at + 1] if len(tokens) > 1 else None, self.top_k
-            )
-        }
+        target = tokens[at + 1] if len(tokens) > 1 else None
+        figures = {"figures/next_token": next_token_figure(tokens[: at + 1], logits[0, at].softmax(-1).cpu(), datamodule.vocab.tokens, target, self.top_k)}
         if any(m is not None for m in maps):
+            labels = [repr(t)[1:-1] for t in tokens]
             figures["figures/attention"] = token_attention_figure(labels, [m[0].cpu() if m is not None else None for m in maps])
-        for tag, fig in figures.items():
-            for experiment in experiments:
-                experiment.add_figure(tag, fig, global_step=trainer.global_step)
-            plt.close(fig)
+        write_figures(writers, figures, trainer.global_step)
