@@ -91,8 +91,8 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc.update(logits, y)
 
     def on_test_epoch_end(self) -> None:
-        loss = self.test_loss.compute()
-        self.log_dict({"test/loss": loss, "test/acc": self.test_acc.compute(), **({"test/ppl": loss.exp()} if self.perplexity else {})})
+        acc, loss = self.test_acc.compute(), self.test_loss.compute()
+        self.log_dict({"test/loss": loss, "test/acc": acc, **({"test/ppl": loss.exp()} if self.perplexity else {})})
         self.test_loss.reset(), self.test_acc.reset()
 
     def configure_optimizers(self) -> Any:

@@ -51,8 +51,8 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, Vocabulary]
         )
     vocab = Vocabulary.from_state(data_state)
     net = build_net(OmegaConf.load(config).net, {"vocab_size": len(vocab), "context": data_state["context"]})
-    weights = {k.removeprefix("net.").removeprefix("_orig_mod."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
-    net.load_state_dict(weights)
+    weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
+    net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in weights.items()})  # _orig_mod: module.compile
     return net.eval(), vocab
 
 
@@ -94,11 +94,15 @@ def continue_ids(net: nn.Module, ids: Tensor, tokens: int, sample: bool, tempera
 def predict(cfg: DictConfig) -> str:
     """The report ``attnexp-predict`` prints: the top-k next tokens and a continuation."""
     if cfg.top_k < 1 or cfg.tokens < 0 or not cfg.temperature > 0:
-        raise AttnexpError(f"top_k must be >= 1, tokens >= 0 and temperature > 0; got top_k={cfg.top_k}, tokens={cfg.tokens}, temperature={cfg.temperature}.")
+        raise AttnexpError(
+            f"top_k must be >= 1, tokens >= 0 and temperature > 0; got top_k={cfg.top_k}, tokens={cfg.tokens}, "
+            f"temperature={cfg.temperature}. E.g. top_k=5 tokens=10 temperature=0.8."
+        )
     net, vocab = load_run(cfg.run, cfg.checkpoint)
     ids = encode_prompt(str(cfg.prompt), vocab)
     top = next_token_probs(net, ids).topk(min(cfg.top_k, len(vocab)))
-    lines = [f"prompt: {detokenize(vocab.decode(ids.tolist()), vocab.level)!r}", f"next token (top {len(top.indices)}):"]
+    prompt = detokenize(vocab.decode(ids.tolist()), vocab.level)
+    lines = [f"prompt: {prompt!r}", f"next token (top {len(top.indices)}):"]
     lines += [f"  {p:.4f}  {vocab.tokens[i]!r}" for p, i in zip(top.values.tolist(), top.indices.tolist())]
     if cfg.tokens:
         out = continue_ids(net, ids, cfg.tokens, cfg.sample, cfg.temperature, cfg.seed)

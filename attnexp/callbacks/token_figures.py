@@ -17,8 +17,10 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
 
     SE gates (L, C) are drawn with tokens down and channels across.
     """
-    panels = [(f"layer {i} head {h}", m[h], True) for i, m in enumerate(maps) if m is not None and m.dim() == 3 for h in range(m.shape[0])]
-    panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in enumerate(maps) if m is not None and m.dim() < 3]
+    heads = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() == 3]  # (H, L, L)
+    gates = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() < 3]  # (L, C)
+    panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
+    panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
     side = 1.2 + 0.28 * len(tokens)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
     for ax, (title, data, square) in zip(axes.flat, panels):
@@ -33,7 +35,9 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
     return fig
 
 
-def next_token_figure(prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15) -> plt.Figure:
+def next_token_figure(
+    prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15
+) -> plt.Figure:
     """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
     top = probs.topk(min(top_k, len(probs)))
     labels = [repr(vocab[i])[1:-1] for i in top.indices.tolist()]
@@ -67,8 +71,11 @@ class TokenFigures(pl.Callback):
         tokens = datamodule.vocab.decode(ids.tolist())
         at = max(len(tokens) - 2, 0)  # predict the sentence's last token from the rest
         target = tokens[at + 1] if len(tokens) > 1 else None
-        figures = {"figures/next_token": next_token_figure(tokens[: at + 1], logits[0, at].softmax(-1).cpu(), datamodule.vocab.tokens, target, self.top_k)}
+        probs = logits[0, at].softmax(-1).cpu()  # (V,)
+        bars = next_token_figure(tokens[: at + 1], probs, datamodule.vocab.tokens, target, self.top_k)
+        figures = {"figures/next_token": bars}
         if any(m is not None for m in maps):
             labels = [repr(t)[1:-1] for t in tokens]
-            figures["figures/attention"] = token_attention_figure(labels, [m[0].cpu() if m is not None else None for m in maps])
+            maps = [m[0].cpu() if m is not None else None for m in maps]
+            figures["figures/attention"] = token_attention_figure(labels, maps)
         write_figures(writers, figures, trainer.global_step)

@@ -28,7 +28,7 @@ class CorpusDataModule(TextDataModule):
     """
 
     def __init__(self, context: int = 8, repeats: int = 50, batch_size: int = 64, eval_batch_size: int = 256) -> None:
-        super().__init__(path=None, level="word", context=context, stride=1, batch_size=batch_size, eval_batch_size=eval_batch_size)
+        super().__init__(None, "word", context, stride=1, batch_size=batch_size, eval_batch_size=eval_batch_size)
         self.repeats = max(1, repeats)
         self.path = "the toy corpus"
 

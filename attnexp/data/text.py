@@ -72,7 +72,8 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         super().__init__()
         check_level(level)
         stride = context if stride is None else stride
-        for key, value in (("context", context), ("stride", stride), ("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+        sizes = {"context": context, "stride": stride, "batch_size": batch_size, "eval_batch_size": eval_batch_size}
+        for key, value in sizes.items():
             if value < 1:
                 raise AttnexpError(f"data.{key} must be a positive integer, got {value}.")
         if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):

@@ -52,12 +52,15 @@ class LanguageModel(nn.Module):
     ) -> None:
         super().__init__()
         if positions not in POSITIONS:
-            raise AttnexpError(f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned.")
+            raise AttnexpError(
+                f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned."
+            )
         self.num_classes, self.context = vocab_size, context
         self.embed = nn.Embedding(vocab_size, dim)
         self.positions = POSITIONS[positions](context, dim)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(PreNormBlock(causal_mixer(mixer, dim, attn_out_proj), dim, mlp_ratio, dropout) for _ in range(depth))
+        mixers = [causal_mixer(mixer, dim, attn_out_proj) for _ in range(depth)]
+        self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab_size)
 
