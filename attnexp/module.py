@@ -27,7 +27,9 @@ class ClassifierModule(pl.LightningModule):
     stops with :class:`DivergedError` naming the first bad step, before the
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
     resumed run continues exactly as an uninterrupted one would. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
-    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``.
+    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``; for a language
+    model (``net.is_language_model``) also ``val/ppl`` and ``test/ppl``, the
+    perplexity exp(mean next-token cross-entropy).
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class ClassifierModule(pl.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
         self.divergence_check_every = max(1, divergence_check_every)
+        self.perplexity = getattr(net, "is_language_model", False)
         classes = net.num_classes
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc = MulticlassAccuracy(classes, average="micro")
@@ -116,8 +119,8 @@ class ClassifierModule(pl.LightningModule):
         self.val_acc.update(logits, y)
 
     def on_validation_epoch_end(self) -> None:
-        acc = self.val_acc.compute()
-        self.log_dict({"val/loss": self.val_loss.compute(), "val/acc": acc}, sync_dist=True)
+        acc, loss = self.val_acc.compute(), self.val_loss.compute()
+        self.log_dict({"val/loss": loss, "val/acc": acc, **({"val/ppl": loss.exp()} if self.perplexity else {})}, sync_dist=True)
         self.val_loss.reset(), self.val_acc.reset()
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(acc)
@@ -129,7 +132,8 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc.update(logits, y)
 
     def on_test_epoch_end(self) -> None:
-        self.log_dict({"test/loss": self.test_loss.compute(), "test/acc": self.test_acc.compute()}, sync_dist=True)
+        acc, loss = self.test_acc.compute(), self.test_loss.compute()
+        self.log_dict({"test/loss": loss, "test/acc": acc, **({"test/ppl": loss.exp()} if self.perplexity else {})}, sync_dist=True)
         self.test_loss.reset(), self.test_acc.reset()
 
     def configure_optimizers(self) -> Any:

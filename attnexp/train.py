@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -12,17 +13,49 @@ import hydra
 import pytorch_lightning as pl
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from attnexp.checkpoints import check_checkpoint
-from attnexp.errors import EXIT_CODES, explain, is_bad_input
+from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 from attnexp.resume import output_dir, resume_point
 from attnexp.validate import validate_config
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
 log = logging.getLogger("attnexp")
+
+
+def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
+    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
+    params = inspect.signature(get_object(net_cfg._target_)).parameters
+    unknown = sorted(k for k in spec if k not in params)
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise AttnexpError(
+            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
+            f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
+            "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
+        )
+    try:
+        return instantiate(net_cfg, **spec)
+    except InstantiationException as err:  # show the network's own explanation, not Hydra's wrapper
+        if isinstance(err.__cause__, AttnexpError):
+            raise err.__cause__ from None
+        raise
+
+
+def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
+    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
+    params = inspect.signature(get_object(net_cfg._target_)).parameters
+    unknown = sorted(k for k in spec if k not in params)
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise AttnexpError(
+            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
+            f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
+            "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
+        )
+    return instantiate(net_cfg, **spec)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -39,7 +72,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
-    net = instantiate(cfg.net, **datamodule.spec)
+    net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net)
     if ckpt_path:
         check_checkpoint(ckpt_path, module)

@@ -35,14 +35,25 @@ def compose_cfg(overrides: list[str], tmp_path: Path):
 
 def test_groups_are_discovered():
     assert {"dot", "euclid", "masked", "se", "mlp"} <= set(options("model"))
-    assert {"digits", "mnist"} <= set(options("data"))
+    assert {"digits", "mnist", "corpus", "text"} <= set(options("data"))
     assert {"default", "cpu", "gpu"} <= set(options("trainer"))
+
+
+def required_overrides(group: str, option: str, tmp_path: Path) -> list[str]:
+    """Values an option leaves to the user, filled with small local stand-ins."""
+    if (group, option) == ("data", "text"):
+        path = tmp_path / "text.txt"
+        path.write_text("to be, or not to be, that is the question. " * 20, encoding="utf-8")
+        return [f"data.path={path}", "data.context=8"]
+    if (group, option) == ("net", "lm"):
+        return ["data=corpus"]  # the language model is built from text data
+    return []
 
 
 @pytest.mark.parametrize("group,option", CASES, ids=[f"{g}={o}" for g, o in CASES])
 def test_option_composes_and_instantiates(group, option, tmp_path):
     override = f"+experiment={option}" if group == "experiment" else f"{group}={option}"
-    cfg = compose_cfg([override.lstrip("+")], tmp_path)
+    cfg = compose_cfg([override.lstrip("+"), *required_overrides(group, option, tmp_path)], tmp_path)
     datamodule = instantiate(cfg.data)
     net = instantiate(cfg.net, **datamodule.spec)
     module = instantiate(cfg.module, net=net)

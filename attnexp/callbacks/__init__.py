@@ -2,5 +2,6 @@
 
 from attnexp.callbacks.figures import AttentionFigures
 from attnexp.callbacks.run_record import RunRecord
+from attnexp.callbacks.token_figures import TokenFigures
 
-__all__ = ["AttentionFigures", "RunRecord"]
+__all__ = ["AttentionFigures", "RunRecord", "TokenFigures"]

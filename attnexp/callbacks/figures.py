@@ -50,26 +50,42 @@ class AttentionFigures(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = trainer.datamodule
-        if not hasattr(datamodule, "as_images") or not trainer.is_global_zero:
-            return
-        experiments = [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
-        if not experiments:
+        writers = figure_writers(trainer)
+        if not hasattr(datamodule, "as_images") or not writers:
             return
         x, y = next(iter(datamodule.val_dataloader()))
         x, y = x[: max(self.num_attention, self.num_predictions)], y[: max(self.num_attention, self.num_predictions)]
-        net = pl_module.net
-        was_training = net.training
-        net.eval()
-        with torch.no_grad():
-            logits, maps = net(x.to(pl_module.device), need_weights=True)
-        net.train(was_training)
+        logits, maps = forward_with_weights(pl_module, x)
         images = datamodule.as_images(x).float()
         images = (images - images.amin()) / (images.amax() - images.amin()).clamp_min(1e-6)
         n = self.num_attention
         figures = {"figures/predictions": prediction_figure(images[: self.num_predictions], y[: self.num_predictions], logits.argmax(-1).cpu()[: self.num_predictions])}
         if any(m is not None for m in maps):
             figures["figures/attention"] = attention_figure(images[:n], [m[:n].cpu() if m is not None else None for m in maps])
-        for tag, fig in figures.items():
-            for experiment in experiments:
-                experiment.add_figure(tag, fig, global_step=trainer.global_step)
-            plt.close(fig)
+        write_figures(writers, figures, trainer.global_step)
+
+
+def figure_writers(trainer: pl.Trainer) -> list:
+    """The loggers' writers that take matplotlib figures (TensorBoard); none off rank zero."""
+    if not trainer.is_global_zero:
+        return []
+    return [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
+
+
+def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
+    """The network in eval mode on ``x``, returning logits and each layer's weights; its mode is restored."""
+    net = pl_module.net
+    was_training = net.training
+    net.eval()
+    with torch.no_grad():
+        logits, maps = net(x.to(pl_module.device), need_weights=True)
+    net.train(was_training)
+    return logits, maps
+
+
+def write_figures(writers: list, figures: dict[str, plt.Figure], step: int) -> None:
+    """Add every figure under its tag to every writer, then free it."""
+    for tag, fig in figures.items():
+        for writer in writers:
+            writer.add_figure(tag, fig, global_step=step)
+        plt.close(fig)

@@ -16,7 +16,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from attnexp.errors import explain
 from attnexp.module import DivergedError
 
-FINAL_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "test/loss", "test/acc")
+FINAL_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "test/loss", "test/acc", "val/ppl", "test/ppl")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

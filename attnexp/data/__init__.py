@@ -1,7 +1,18 @@
 """Lightning data modules; every one exposes ``spec``, the shape facts a network is built from."""
 
+from attnexp.data.corpus import CorpusDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
 from attnexp.data.mnist import MNISTDataModule
+from attnexp.data.text import TextDataModule
+from attnexp.data.vocabulary import Vocabulary
 
-__all__ = ["DigitsDataModule", "ImageDataModule", "MNISTDataModule", "patchify"]
+__all__ = [
+    "CorpusDataModule",
+    "DigitsDataModule",
+    "ImageDataModule",
+    "MNISTDataModule",
+    "TextDataModule",
+    "Vocabulary",
+    "patchify",
+]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 import pytorch_lightning as pl
 from torch import Tensor
-from torch.utils.data import DataLoader
 
-from attnexp.data.tensor_loader import tensor_loader
+from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.errors import AttnexpError
 
 
@@ -19,7 +18,7 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     return patches.reshape(n, (h // p) * (w // p), c * p * p)
 
 
-class ImageDataModule(pl.LightningDataModule):
+class ImageDataModule(SplitLoaders, pl.LightningDataModule):
     """Base for image classification data held whole in memory.
 
     Subclasses set ``name``, ``image_size``, ``channels``, ``num_classes`` and
@@ -100,15 +99,6 @@ class ImageDataModule(pl.LightningDataModule):
     def as_images(self, x: Tensor) -> Tensor:
         """Network inputs back to (N, C, H, W) images, for figures."""
         return unpatchify(x, self.channels, self.patch_size) if self.patch_size else x
-
-    def train_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["test"], self.eval_batch_size, shuffle=False)
 
 
 def unpatchify(tokens: Tensor, channels: int, patch_size: int) -> Tensor:

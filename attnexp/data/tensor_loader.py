@@ -56,3 +56,24 @@ class BatchIndexSampler(Sampler[Tensor]):
 def tensor_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches a whole batch with one indexing op."""
     return DataLoader(TensorBatches(x, y), sampler=BatchIndexSampler(len(x), batch_size, shuffle), batch_size=None)
+
+
+class SplitLoaders:
+    """Data-module mixin: train/val/test loaders over ``self.splits[name] = (x, y)``.
+
+    Training batches have ``batch_size`` and are reshuffled each epoch;
+    evaluation batches have ``eval_batch_size`` and keep their order.
+    """
+
+    splits: dict[str, tuple[Tensor, Tensor]]
+    batch_size: int
+    eval_batch_size: int
+
+    def train_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["test"], self.eval_batch_size, shuffle=False)
