@@ -37,24 +37,6 @@ def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
             f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
             "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
         )
-    try:
-        return instantiate(net_cfg, **spec)
-    except InstantiationException as err:  # show the network's own explanation, not Hydra's wrapper
-        if isinstance(err.__cause__, AttnexpError):
-            raise err.__cause__ from None
-        raise
-
-
-def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
-    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
-    params = inspect.signature(get_object(net_cfg._target_)).parameters
-    unknown = sorted(k for k in spec if k not in params)
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise AttnexpError(
-            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
-            f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "
-            "(data=digits, data=mnist) with net=patch: drop the net= override or pick the matching net."
-        )
     return instantiate(net_cfg, **spec)
 
 
