@@ -1,0 +1,28 @@
+"""scikit-learn's bundled 8x8 digits: a fully offline image dataset."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnexp.data.image_datamodule import ImageDataModule
+
+
+class DigitsDataModule(ImageDataModule):
+    """1797 8x8 grey digits; a seeded ``test_size`` slice is held out as the test set."""
+
+    name, image_size, channels, num_classes = "digits", 8, 1, 10
+
+    def __init__(self, *args, test_size: int = 360, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.test_size = test_size
+
+    def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        images = torch.as_tensor(digits.images, dtype=torch.float32).unsqueeze(1)  # (N, 1, 8, 8)
+        labels = torch.as_tensor(digits.target)
+        perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(self.split_seed + 1))
+        test, train = perm[: self.test_size], perm[self.test_size :]
+        return images[train], labels[train], images[test], labels[test]

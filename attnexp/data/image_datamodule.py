@@ -1,0 +1,119 @@
+"""Shared image pipeline: load once, normalise, split, cut into patches once, batch from tensors."""
+
+from __future__ import annotations
+
+import torch
+import pytorch_lightning as pl
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from attnexp.data.tensor_loader import tensor_loader
+from attnexp.errors import AttnexpError
+
+
+def patchify(images: Tensor, patch_size: int) -> Tensor:
+    """Cut images into non-overlapping patches in row-major order.  # (N, C, H, W) -> (N, L, C*p*p)"""
+    n, c, h, w = images.shape
+    p = patch_size
+    patches = images.reshape(n, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)  # (N, H/p, W/p, C, p, p)
+    return patches.reshape(n, (h // p) * (w // p), c * p * p)
+
+
+class ImageDataModule(pl.LightningDataModule):
+    """Base for image classification data held whole in memory.
+
+    Subclasses set ``name``, ``image_size``, ``channels``, ``num_classes`` and
+    implement :meth:`load`. The validation set is carved from the training split
+    with ``split_seed`` (independent of the run's seed, so every run of a
+    comparison sees the same split). Batches come from :func:`tensor_loader`.
+    """
+
+    name: str
+    image_size: int
+    channels: int
+    num_classes: int = 10
+
+    def __init__(
+        self,
+        root: str = "data",
+        patch_size: int | None = None,
+        val_size: int = 5000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if patch_size is not None and (patch_size < 1 or self.image_size % patch_size):
+            divisors = [d for d in range(1, self.image_size + 1) if self.image_size % d == 0]
+            raise AttnexpError(
+                f"data.patch_size={patch_size} does not divide the {self.name} image size "
+                f"{self.image_size}: patches must tile the image. Allowed: {divisors}."
+            )
+        for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+            if value < 1:
+                raise AttnexpError(f"data.{key} must be a positive integer, got {value}.")
+        if val_size < 0:
+            raise AttnexpError(f"data.val_size must be >= 0, got {val_size}.")
+        self.root, self.patch_size, self.val_size = root, patch_size, val_size
+        self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
+        self.splits: dict[str, tuple[Tensor, Tensor]] = {}
+
+    @property
+    def spec(self) -> dict[str, int | None]:
+        """Shape facts a network is built from."""
+        return {
+            "image_size": self.image_size,
+            "channels": self.channels,
+            "patch_size": self.patch_size,
+            "num_classes": self.num_classes,
+        }
+
+    def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Return train images, train labels, test images, test labels: (N, C, H, W) any dtype, (N,) int."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        train_x, train_y, test_x, test_y = self.load()
+        if self.val_size >= len(train_x):
+            raise AttnexpError(
+                f"data.val_size={self.val_size} leaves nothing to train on: the {self.name} training "
+                f"split has {len(train_x)} images. Use a val_size below {len(train_x)}."
+            )
+        train_x, test_x = train_x.float(), test_x.float()
+        perm = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(self.split_seed))
+        val_idx, train_idx = perm[: self.val_size], perm[self.val_size :]
+        mean = train_x[train_idx].mean(dim=(0, 2, 3), keepdim=True)
+        std = train_x[train_idx].std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+        prepare = lambda x: self.to_tokens((x - mean) / std)  # noqa: E731
+        self.splits = {
+            "train": (prepare(train_x[train_idx]), train_y[train_idx].long()),
+            "val": (prepare(train_x[val_idx]), train_y[val_idx].long()),
+            "test": (prepare(test_x), test_y.long()),
+        }
+
+    def to_tokens(self, images: Tensor) -> Tensor:
+        """Normalised images as the network sees them: patches if ``patch_size`` is set."""
+        return patchify(images, self.patch_size).contiguous() if self.patch_size else images.contiguous()
+
+    def as_images(self, x: Tensor) -> Tensor:
+        """Network inputs back to (N, C, H, W) images, for figures."""
+        return unpatchify(x, self.channels, self.patch_size) if self.patch_size else x
+
+    def train_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return tensor_loader(*self.splits["test"], self.eval_batch_size, shuffle=False)
+
+
+def unpatchify(tokens: Tensor, channels: int, patch_size: int) -> Tensor:
+    """Inverse of :func:`patchify` for square images.  # (N, L, C*p*p) -> (N, C, H, W)"""
+    n, length, _ = tokens.shape
+    side, p = int(round(length**0.5)), patch_size
+    patches = tokens.reshape(n, side, side, channels, p, p).permute(0, 3, 1, 4, 2, 5)  # (N, C, H/p, p, W/p, p)
+    return patches.reshape(n, channels, side * p, side * p)
