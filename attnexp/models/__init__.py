@@ -1,5 +1,6 @@
 """Networks that wrap the attention variants."""
 
 from attnexp.models.patch_classifier import PatchClassifier
+from attnexp.models.vit import VisionTransformer
 
-__all__ = ["PatchClassifier"]
+__all__ = ["PatchClassifier", "VisionTransformer"]
