@@ -107,3 +107,13 @@ def test_bad_settings_are_explained(kwargs, message):
     args = dict(mixer=VARIANTS["dot"], image_size=32, channels=3, num_classes=10, dim=32, depth=1) | kwargs
     with pytest.raises(AttnexpError, match=message):
         VisionTransformer(**args)
+
+
+def test_mlp_mixer_of_the_vit_mixes_tokens_with_weights_shared_by_channels():
+    torch.manual_seed(2)
+    mixer = DenseMixer(dim=6, num_tokens=5, shared_over_channels=True)
+    x = torch.randn(3, 5, 6)  # (B, L, C)
+    out, weights = mixer(x)
+    expected = torch.einsum("ml,blc->bmc", mixer.dense.weight, x) + mixer.dense.bias[:, None]
+    torch.testing.assert_close(out, expected)
+    assert weights is None and sum(p.numel() for p in mixer.parameters()) == 5 * 5 + 5
