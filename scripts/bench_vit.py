@@ -15,9 +15,11 @@ the baseline.
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import tempfile
 import time
+import warnings
 from functools import partial
 
 import pytorch_lightning as pl
@@ -85,6 +87,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers of the baseline")
     parser.add_argument("--images", type=int, default=10000, help="training images written")
     args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 
     with tempfile.TemporaryDirectory() as root:
         random_cifar10(root, n_train=args.images, n_test=100)

@@ -26,13 +26,12 @@ class BatchAugment:
         out = images
         if self.crop_padding:
             p = self.crop_padding
-            padded = F.pad(images, (p, p, p, p))  # (B, C, H+2p, W+2p)
-            dy, dx = torch.randint(0, 2 * p + 1, (2, b, 1), generator=generator).to(images.device)
-            rows = (dy + torch.arange(h, device=images.device))[:, None, :, None]  # (B, 1, H, 1)
-            cols = (dx + torch.arange(w, device=images.device))[:, None, None, :]  # (B, 1, 1, W)
-            batch = torch.arange(b, device=images.device)[:, None, None, None]
-            channel = torch.arange(c, device=images.device)[None, :, None, None]
-            out = padded[batch, channel, rows, cols]  # (B, C, H, W)
+            padded = F.pad(images, (p, p, p, p)).flatten(2)  # (B, C, (H+2p)*(W+2p))
+            dy, dx = torch.randint(0, 2 * p + 1, (2, b, 1, 1), generator=generator).to(images.device)
+            rows = dy + torch.arange(h, device=images.device)[:, None]  # (B, H, 1)
+            cols = dx + torch.arange(w, device=images.device)  # (B, 1, W)
+            index = (rows * (w + 2 * p) + cols).flatten(1)  # (B, H*W): each output pixel's place in the padded image
+            out = padded.gather(2, index[:, None, :].expand(b, c, h * w)).view(b, c, h, w)
         if self.flip:
             flipped = (torch.rand(b, generator=generator) < 0.5).to(images.device)[:, None, None, None]
             out = torch.where(flipped, out.flip(-1), out)
