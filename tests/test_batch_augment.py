@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from attnexp.data import BatchAugment, DigitsDataModule
+from attnexp.errors import AttnexpError
 
 
 def images(n: int = 16, c: int = 3, side: int = 8) -> torch.Tensor:
@@ -65,3 +66,8 @@ def test_datamodule_augments_training_batches_only_and_keeps_labels():
     assert not torch.equal(ax, x)
     dm.trainer = SimpleNamespace(training=False)  # validation and test batches pass untouched
     assert dm.on_after_batch_transfer((x, y), 0)[0] is x
+
+
+def test_negative_padding_is_explained():
+    with pytest.raises(AttnexpError, match=r"crop_padding=-1.*>= 0.*data.augment=null"):
+        BatchAugment(crop_padding=-1)

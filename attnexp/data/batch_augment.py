@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnexp.errors import AttnexpError
+
 
 class BatchAugment:
     """Random crop after zero padding, and a random horizontal flip, for every image of a batch at once.
@@ -17,7 +19,10 @@ class BatchAugment:
 
     def __init__(self, crop_padding: int = 4, flip: bool = True) -> None:
         if crop_padding < 0:
-            raise ValueError(f"crop_padding must be >= 0, got {crop_padding}.")
+            raise AttnexpError(
+                f"data.augment.crop_padding={crop_padding}: the padding before a random crop is a number of "
+                "pixels >= 0 (0 = no crop). Set data.augment.crop_padding=4, say, or data.augment=null."
+            )
         self.crop_padding, self.flip = crop_padding, flip
 
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Tensor:
