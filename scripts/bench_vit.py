@@ -114,9 +114,10 @@ def main() -> None:
     print(f"\nViT dim {args.dim}, depth {args.depth}, patch 4 (65 tokens), batch {args.batch_size}, "
           f"{torch.get_num_threads()} threads, baseline workers {args.workers}, median of {args.rounds} rounds "
           f"({args.steps} timed steps each)")
-    print("| pipeline | data only, images/s | training, images/s | training ratio |\n|---|---:|---:|---:|")
+    print("| pipeline | data only, images/s | ratio | training, images/s | ratio |\n|---|---:|---:|---:|---:|")
     for name in names:
-        print(f"| {name} | {data[name]:,.0f} | {steps[name]:,.0f} | {steps[name] / steps[names[0]]:.2f} |")
+        print(f"| {name} | {data[name]:,.0f} | {data[name] / data[names[0]]:.2f} "
+              f"| {steps[name]:,.0f} | {steps[name] / steps[names[0]]:.2f} |")
 
 
 if __name__ == "__main__":
