@@ -69,3 +69,10 @@ def test_option_composes_and_instantiates(group, option, tmp_path):
         assert cfg.model._target_.rsplit(".", 1)[-1].lower().startswith(
             {"dot": "dot", "euclid": "euclid", "masked": "masked", "se": "squeeze", "mlp": "dense"}[option]
         )
+
+
+@pytest.mark.parametrize("data,net", [("digits", "PatchClassifier"), ("mnist", "PatchClassifier"),
+                                      ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel")])
+def test_data_picks_its_network(data, net, tmp_path):
+    assert compose_cfg([f"data={data}"], tmp_path).net._target_.endswith(net)
+    assert compose_cfg([f"data={data}", "net=patch"], tmp_path).net._target_.endswith("PatchClassifier")

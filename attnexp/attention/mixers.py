@@ -38,19 +38,26 @@ class SqueezeExcitation(nn.Module):
 
 
 class DenseMixer(nn.Module):
-    """The MLP baseline: one dense layer over the whole flattened sequence.
+    """The MLP baseline: one dense layer that mixes tokens, no attention.
 
-    In the one-layer classifier this makes the classic 784-784-10 MLP on MNIST.
+    By default the layer acts on the whole flattened sequence, (L*C) -> (L*C):
+    in the one-layer classifier this makes the classic 784-784-10 MLP on MNIST.
+    With ``shared_over_channels`` it acts on the token axis only, L -> L, with
+    the same weights for every channel (the token mixing of MLP-Mixer): what a
+    transformer offers, where the full layer would have (L*C)^2 weights.
     """
 
-    def __init__(self, dim: int, num_tokens: int) -> None:
+    def __init__(self, dim: int, num_tokens: int, shared_over_channels: bool = False) -> None:
         super().__init__()
-        self.num_tokens = num_tokens
-        self.dense = nn.Linear(dim * num_tokens, dim * num_tokens)
+        self.num_tokens, self.shared_over_channels = num_tokens, shared_over_channels
+        width = num_tokens if shared_over_channels else dim * num_tokens
+        self.dense = nn.Linear(width, width)
 
     def forward(
         self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         if x.shape[1] != self.num_tokens:
             raise ValueError(f"the mlp mixer was built for {self.num_tokens} tokens, got {x.shape[1]}.")
+        if self.shared_over_channels:
+            return self.dense(x.transpose(1, 2)).transpose(1, 2), None  # (B, C, L) mixed over L
         return self.dense(x.flatten(1)).view_as(x), None

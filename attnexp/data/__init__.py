@@ -1,5 +1,7 @@
 """Lightning data modules; every one exposes ``spec``, the shape facts a network is built from."""
 
+from attnexp.data.batch_augment import BatchAugment
+from attnexp.data.cifar10 import CIFAR10DataModule
 from attnexp.data.corpus import CorpusDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
@@ -8,6 +10,8 @@ from attnexp.data.text import TextDataModule
 from attnexp.data.vocabulary import Vocabulary
 
 __all__ = [
+    "BatchAugment",
+    "CIFAR10DataModule",
     "CorpusDataModule",
     "DigitsDataModule",
     "ImageDataModule",

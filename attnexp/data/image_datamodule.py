@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import pytorch_lightning as pl
 from torch import Tensor
@@ -25,6 +27,9 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
     implement :meth:`load`. The validation set is carved from the training split
     with ``split_seed`` (independent of the run's seed, so every run of a
     comparison sees the same split). Batches come from :func:`tensor_loader`.
+    ``augment`` (e.g. :class:`~attnexp.data.batch_augment.BatchAugment`) maps a
+    batch of normalised images to augmented ones; it runs on training batches
+    only, after they reach the device.
     """
 
     name: str
@@ -40,6 +45,7 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
         batch_size: int = 64,
         eval_batch_size: int = 1000,
         split_seed: int = 0,
+        augment: Callable[[Tensor], Tensor] | None = None,
     ) -> None:
         super().__init__()
         if patch_size is not None and (patch_size < 1 or self.image_size % patch_size):
@@ -55,6 +61,7 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
             raise AttnexpError(f"data.val_size must be >= 0, got {val_size}.")
         self.root, self.patch_size, self.val_size = root, patch_size, val_size
         self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
+        self.augment = augment
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}
 
     @property
@@ -99,6 +106,13 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
     def as_images(self, x: Tensor) -> Tensor:
         """Network inputs back to (N, C, H, W) images, for figures."""
         return unpatchify(x, self.channels, self.patch_size) if self.patch_size else x
+
+    def on_after_batch_transfer(self, batch: tuple[Tensor, Tensor], dataloader_idx: int) -> tuple[Tensor, Tensor]:
+        """Augment training batches as whole tensors, on the device (cut into patches again if the data is)."""
+        if self.augment is None or self.trainer is None or not self.trainer.training:
+            return batch
+        x, y = batch
+        return self.to_tokens(self.augment(self.as_images(x))), y
 
 
 def unpatchify(tokens: Tensor, channels: int, patch_size: int) -> Tensor:

@@ -2,5 +2,6 @@
 
 from attnexp.models.language_model import LanguageModel
 from attnexp.models.patch_classifier import PatchClassifier
+from attnexp.models.vit import VisionTransformer
 
-__all__ = ["LanguageModel", "PatchClassifier"]
+__all__ = ["LanguageModel", "PatchClassifier", "VisionTransformer"]
