@@ -17,6 +17,7 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from attnexp.callbacks.run_record import write_json
 from attnexp.checkpoints import check_checkpoint
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 from attnexp.resume import output_dir, resume_point
@@ -82,7 +83,7 @@ def record_failure(cfg: DictConfig, err: BaseException) -> str:
     record = {"variant": choices.get("model"), "data": choices.get("data"), "net": choices.get("net"), "seed": cfg.get("seed"), **record}
     record.update(status=status, error=explain(err))
     output_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_json(path, record)
     return status
 
 
