@@ -31,7 +31,9 @@ class ClassifierModule(pl.LightningModule):
         log_every_n_steps: int = 0,
     ) -> None:
         super().__init__()
-        self.net = torch.compile(net) if compile else net
+        self.net = net
+        if compile:
+            net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
         classes = net.num_classes
@@ -40,7 +42,9 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc = MulticlassAccuracy(classes, average="micro")
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
-        self.register_buffer("train_sums", torch.zeros(3), persistent=False)  # loss*n, correct, n
+        self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
+        self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
+        self.train_count = 0  # a Python int: batch sizes are known on the host
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -52,22 +56,22 @@ class ClassifierModule(pl.LightningModule):
         return F.cross_entropy(logits, y), logits, y
 
     def on_train_epoch_start(self) -> None:
-        self.train_sums.zero_()
+        self.train_loss_sum.zero_(), self.train_correct.zero_()
+        self.train_count = 0
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         loss, logits, y = self._step(batch)
-        with torch.no_grad():
-            n = y.new_tensor(y.numel(), dtype=torch.float32)
-            correct = (logits.argmax(-1) == y).sum()
-            self.train_sums += torch.stack((loss.detach() * n, correct.float(), n))
+        with torch.no_grad():  # five small ops, no host sync
+            self.train_loss_sum.add_(loss.detach(), alpha=y.numel())
+            self.train_correct.add_((logits.argmax(-1) == y).sum())
+        self.train_count += y.numel()
         if self.log_every_n_steps and batch_idx % self.log_every_n_steps == 0:
             self.log("train/loss_step", loss.detach(), on_step=True, on_epoch=False)
         return loss
 
     def on_train_epoch_end(self) -> None:
-        loss_sum, correct, n = self.train_sums.clamp_min(0)
-        n = n.clamp_min(1)
-        self.log_dict({"train/loss": loss_sum / n, "train/acc": correct / n}, sync_dist=True)
+        n = max(self.train_count, 1)
+        self.log_dict({"train/loss": self.train_loss_sum / n, "train/acc": self.train_correct / n}, sync_dist=True)
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         loss, logits, y = self._step(batch)

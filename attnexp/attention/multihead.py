@@ -206,11 +206,12 @@ fused_euclid_attention = torch.compile(_euclid_attention)
 """The explicit euclid formula with its element-wise ops and softmax fused by ``torch.compile``."""
 
 
-def flex_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
+def flex_euclid_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float, compiled: bool | None = None
+) -> Tensor:
     """Euclid attention through FlexAttention: a score_mod turns the dot score q.k into
-    1 / (||q - k|| * scale + eps) from per-row squared norms; O(L) memory where compiled.
-
-    Backward runs on GPU only in current torch; on CPU this is forward-only.
+    1 / (||q - k|| * scale + eps) from per-row squared norms; O(L) memory when ``compiled``
+    (default: on GPU; eager flex is the reference math). Forward-only on CPU in current torch.
     """
     from torch.nn.attention.flex_attention import flex_attention
 
@@ -222,7 +223,7 @@ def flex_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, 
         score = 1.0 / (distance * scale + eps)
         return score if full is None else torch.where(full[b, h, i, j], score, float("-inf"))
 
-    flex = compiled_flex_attention() if q.is_cuda else flex_attention  # eager on CPU: forward-only check
+    flex = compiled_flex_attention() if (q.is_cuda if compiled is None else compiled) else flex_attention
     out = flex(q, k, v, score_mod=score_mod, scale=1.0)  # (B, H, Lq, D)
     if mask is not None:  # rows with nothing to attend to give zeros, as on the explicit path
         out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
@@ -231,7 +232,10 @@ def flex_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, 
 
 @functools.cache
 def compiled_flex_attention() -> Callable[..., Tensor]:
-    """``flex_attention`` compiled once per process (its fused kernels need ``torch.compile``)."""
+    """``flex_attention`` compiled once per process (its fused kernels need ``torch.compile``).
+
+    Static shapes: recompiling the CPU kernel for a new length with dynamic shapes fails in torch 2.15.
+    """
     from torch.nn.attention.flex_attention import flex_attention
 
-    return torch.compile(flex_attention)
+    return torch.compile(flex_attention, dynamic=False)
