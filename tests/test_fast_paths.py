@@ -91,11 +91,11 @@ def test_euclid_picks_explicit_path_when_weights_are_requested(monkeypatch):
     calls = []
     monkeypatch.setattr(multihead, "fused_euclid_attention", lambda q, *a: calls.append(q.shape) or torch.zeros_like(q))
     attn = EuclidAttention(8, 2)
-    x = torch.randn(1, 128, 8)  # 128 x 128 scores: large enough for the fused path
+    x = torch.randn(1, 256, 8)  # 256 x 256 scores: large enough for the fused path
     _, none = attn(x)
     assert none is None and len(calls) == 1
     out, weights = attn(x, need_weights=True)
-    assert len(calls) == 1 and weights.shape == (1, 2, 128, 128) and out.abs().sum() > 0
+    assert len(calls) == 1 and weights.shape == (1, 2, 256, 256) and out.abs().sum() > 0
 
 
 def test_euclid_path_selection():
@@ -103,7 +103,7 @@ def test_euclid_path_selection():
         return SimpleNamespace(is_cuda=cuda, shape=(8, 8, length, 64))
 
     assert euclid_path(t(1024), t(1024), need_weights=False, dropout=0.0) == "fused"
-    assert euclid_path(t(16), t(16), need_weights=False, dropout=0.0) == "explicit"
+    assert euclid_path(t(64), t(64), need_weights=False, dropout=0.0) == "explicit"
     assert euclid_path(t(1024, True), t(1024, True), need_weights=False, dropout=0.0) == "flex"
     for cuda in (False, True):
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=True, dropout=0.0) == "explicit"
