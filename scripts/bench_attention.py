@@ -7,8 +7,8 @@ formula fused by torch.compile), ``euclid explicit`` (the expansion formula, eag
 ``euclid cdist`` (the naive formula with torch.cdist), ``euclid flex`` (FlexAttention,
 compiled; forward only on CPU). Variants alternate within each L; times are medians, ratios
 are against ``sdpa`` in the same run. Peak memory is the growth of the process's peak RSS
-during one call (reset through /proc/self/clear_refs, with glibc returning freed blocks of 64 KiB
-or more to the OS), measured after all timings; Linux only.
+during one call (peak reset through /proc/self/clear_refs, freed heap pages released first with
+glibc's malloc_trim), measured after all timings; Linux/glibc only.
 
     PYTHONPATH=. python scripts/bench_attention.py --lengths 64 256 1024 2048 4096 --plot bench_attention.png
 """
@@ -16,6 +16,7 @@ or more to the OS), measured after all timings; Linux only.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import os
 import statistics
@@ -30,6 +31,7 @@ from attnexp.attention.multihead import euclid_score, flex_euclid_attention, fus
 
 B, H, D, EPS = 8, 8, 64, 1e-9
 SCALE = D**-0.5
+LIBC = ctypes.CDLL("libc.so.6")
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Peak float32 (B, H, L, L) buffers a variant holds at once in forward+backward (measured at L=1024), for --max-gb.
@@ -74,19 +76,12 @@ def run(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backw
 def peak_mb(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backward: bool) -> float:
     """Growth of the peak resident set during one call, in MB (Linux: VmHWM reset by clear_refs)."""
     gc.collect()
+    LIBC.malloc_trim(0)  # freed heap pages leave the resident set, so reusing them counts again
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = vm_kb("VmRSS")
     run(kernel, q, k, v, backward)
     return (vm_kb("VmHWM") - before) / 1024
-
-
-def release_freed_memory() -> None:
-    """Make glibc hand every block of 64 KiB or more back to the OS when freed, so the resident
-    set follows live memory (otherwise freed buffers stay resident and hide the next peak)."""
-    import ctypes
-
-    ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD
 
 
 def vm_kb(field: str) -> int:
@@ -123,7 +118,6 @@ def main() -> None:
                     times[name]["fwd+bwd"].append(run(kernels[name], q, k, v, backward=True))
         for name in kernels:
             rows[name, length] = {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
-    release_freed_memory()  # after the timings: it slows allocation down
     for length in args.lengths:
         torch.manual_seed(0)
         q, k, v = (torch.randn(B, H, length, D, requires_grad=True) for _ in range(3))
