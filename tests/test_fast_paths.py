@@ -99,13 +99,14 @@ def test_euclid_picks_explicit_path_when_weights_are_requested(monkeypatch):
 
 
 def test_euclid_path_selection():
-    def t(length, cuda=False):
-        return SimpleNamespace(is_cuda=cuda, shape=(8, 8, length, 64))
+    def t(length, cuda=False, d=64):
+        return SimpleNamespace(is_cuda=cuda, shape=(8, 8, length, d))
 
     assert euclid_path(t(1024), t(1024), need_weights=False, dropout=0.0) == "fused"
-    assert euclid_path(t(64), t(64), need_weights=False, dropout=0.0) == "explicit"
     assert euclid_path(t(1024, True), t(1024, True), need_weights=False, dropout=0.0) == "flex"
+    assert euclid_path(t(1024, True, 49), t(1024, True, 49), need_weights=False, dropout=0.0) == "fused"
     for cuda in (False, True):
+        assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.0) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=True, dropout=0.0) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=False, dropout=0.1) == "explicit"
 

@@ -137,9 +137,10 @@ class EuclidAttention(MultiHeadAttention):
     Distances use ||q||^2 + ||k||^2 - 2 q.k (one matmul), clamped at zero. Where
     the distance is exactly zero the score is 1/eps and the gradient is kept
     finite, so a key identical to the query takes (almost) all the weight.
-    Paths, all giving the explicit formula's numbers: FlexAttention on GPU,
-    the formula fused by ``torch.compile`` for large score matrices, the
-    explicit formula otherwise and whenever the weights are requested.
+    Paths, all giving the explicit formula's numbers (see :func:`euclid_path`):
+    for large score matrices FlexAttention on GPU or the formula fused by
+    ``torch.compile``; the explicit formula otherwise and whenever the weights
+    are requested.
     """
 
     def __init__(
@@ -172,13 +173,13 @@ FUSED_MIN_SCORES = 256 * 256  # below this many scores per head, compile time ou
 
 
 def euclid_path(q: Tensor, k: Tensor, need_weights: bool, dropout: float) -> str:
-    """``explicit`` when weights are requested (or dropout is on), ``flex`` where its backward
-    runs (GPU), ``fused`` for large score matrices, else ``explicit``."""
-    if need_weights or dropout > 0:
+    """``explicit`` when weights are requested, dropout is on or the score matrix is small;
+    else ``flex`` where its backward runs and its kernel takes the head dim (GPU, power of 2
+    from 16), else ``fused``."""
+    if need_weights or dropout > 0 or q.shape[-2] * k.shape[-2] < FUSED_MIN_SCORES:
         return "explicit"
-    if q.is_cuda:
-        return "flex"
-    return "fused" if q.shape[-2] * k.shape[-2] >= FUSED_MIN_SCORES else "explicit"
+    d = q.shape[-1]
+    return "flex" if q.is_cuda and d >= 16 and d & (d - 1) == 0 else "fused"
 
 
 def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float) -> Tensor:
