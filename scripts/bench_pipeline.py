@@ -61,7 +61,8 @@ def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[s
     wall = time.perf_counter() - started
     record = json.loads((out / "metrics.json").read_text())
     step_ms = statistics.median(StepTimer.last.times) * 1e3
-    return {"seconds": record["fit_s"], "samples_per_s": record["train_samples_per_s"], "test_acc": record["test/acc"], "wall_s": wall, "step_ms": step_ms}
+    samples = round(record["train_samples_per_s"] * record["fit_s"])
+    return {"seconds": record["fit_s"], "samples": samples, "test_acc": record["test/acc"], "wall_s": wall, "step_ms": step_ms}
 
 
 class StepTimer(pl.Callback):
@@ -109,7 +110,7 @@ def classic(args: argparse.Namespace, dm: MNISTDataModule, out: Path) -> dict[st
     seconds = time.perf_counter() - started
     acc = trainer.test(module, test_loader, verbose=False)[0]["test/acc"]
     samples = args.epochs * min(len(train_loader), args.steps or len(train_loader)) * BATCH
-    return {"seconds": seconds, "samples_per_s": samples / seconds, "test_acc": acc}
+    return {"seconds": seconds, "samples": samples, "test_acc": acc}
 
 
 def loop(args: argparse.Namespace, dm: MNISTDataModule) -> dict[str, float]:
@@ -137,7 +138,7 @@ def loop(args: argparse.Namespace, dm: MNISTDataModule) -> dict[str, float]:
             samples += len(idx)
         accuracy(vx, vy)
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "samples_per_s": samples / seconds, "test_acc": accuracy(tx, ty)}
+    return {"seconds": seconds, "samples": samples, "test_acc": accuracy(tx, ty)}
 
 
 def new_net(dm: MNISTDataModule) -> PatchClassifier:
@@ -169,7 +170,10 @@ def main() -> None:
                 out = Path(tmp) / f"{name.replace(' ', '_')}{r}"
                 out.mkdir()
                 results.setdefault(name, []).append(run(out))
-    report(args, {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in results.items()})
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in results.items()}
+    for m in med.values():
+        m["samples_per_s"] = m["samples"] / m["seconds"]  # of the median time
+    report(args, med)
 
 
 def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
