@@ -42,7 +42,9 @@ class ClassifierModule(pl.LightningModule):
         divergence_check_every: int = 20,
     ) -> None:
         super().__init__()
-        self.net = torch.compile(net) if compile else net
+        self.net = net
+        if compile:
+            net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
         self.divergence_check_every = max(1, divergence_check_every)
@@ -53,7 +55,9 @@ class ClassifierModule(pl.LightningModule):
         self.test_acc = MulticlassAccuracy(classes, average="micro")
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
-        self.register_buffer("train_sums", torch.zeros(3), persistent=False)  # loss*n, correct, n
+        self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
+        self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
+        self.train_count = 0  # a Python int: batch sizes are known on the host
         self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -66,16 +70,17 @@ class ClassifierModule(pl.LightningModule):
         return F.cross_entropy(logits, y), logits, y
 
     def on_train_epoch_start(self) -> None:
-        self.train_sums.zero_()
+        self.train_loss_sum.zero_(), self.train_correct.zero_()
+        self.train_count = 0
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         loss, logits, y = self._step(batch)
-        with torch.no_grad():
-            n = y.new_tensor(y.numel(), dtype=torch.float32)
-            correct = (logits.argmax(-1) == y).sum()
-            self.train_sums += torch.stack((loss.detach() * n, correct.float(), n))
+        with torch.no_grad():  # small ops, no host sync
+            self.train_loss_sum.add_(loss.detach(), alpha=y.numel())
+            self.train_correct.add_((logits.argmax(-1) == y).sum())
             bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
             self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
+        self.train_count += y.numel()
         if self.log_every_n_steps and batch_idx % self.log_every_n_steps == 0:
             self.log("train/loss_step", loss.detach(), on_step=True, on_epoch=False)
         return loss
@@ -109,9 +114,8 @@ class ClassifierModule(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._check_finite()
-        loss_sum, correct, n = self.train_sums
-        n = n.clamp_min(1)
-        self.log_dict({"train/loss": loss_sum / n, "train/acc": correct / n}, sync_dist=True)
+        n = max(self.train_count, 1)
+        self.log_dict({"train/loss": self.train_loss_sum / n, "train/acc": self.train_correct / n}, sync_dist=True)
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         loss, logits, y = self._step(batch)

@@ -7,6 +7,9 @@ Masks are boolean and broadcast to ``(B, H, Lq, Lk)``: ``True`` means "may atten
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -72,26 +75,36 @@ class MultiHeadAttention(nn.Module):
         """Attention logits before masking and softmax.  # (B, H, Lq, Lk)"""
         raise NotImplementedError
 
+    def full_mask(self, mask: Tensor | None, q: Tensor, k: Tensor) -> Tensor | None:
+        """The caller's mask, combined with the causal mask if the layer is causal."""
+        if not self.causal:
+            return mask
+        tri = causal_mask(q.shape[-2], k.shape[-2], q.device)
+        return tri if mask is None else mask & tri
+
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """Explicit path: softmax(score) @ v, masked positions get exactly zero weight.
-
-        Scores and softmax run in float32 so large logits (euclid's 1/eps) never
-        overflow under mixed precision; a fully masked row yields zeros, not NaN.
-        """
-        scores = self.score(q.float(), k.float())  # (B, H, Lq, Lk)
-        if self.causal:
-            tri = causal_mask(q.shape[-2], k.shape[-2], q.device)
-            mask = tri if mask is None else mask & tri
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = scores.softmax(dim=-1)
-        if mask is not None:
-            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        weights = weights.to(v.dtype)
-        out = F.dropout(weights, self.dropout, self.training) @ v  # (B, H, Lq, D)
+        """Explicit path: softmax(score) @ v, see :func:`softmax_attention`."""
+        dropout = self.dropout if self.training else 0.0
+        out, weights = softmax_attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), dropout)
         return out, weights if need_weights else None
+
+
+def softmax_attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0) -> tuple[Tensor, Tensor]:
+    """softmax(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+
+    Scores come in float32 so large logits (euclid's 1/eps) never overflow under
+    mixed precision; -inf is applied after the score, and a fully masked row
+    yields zeros, not NaN.  # scores (B, H, Lq, Lk), v (B, H, Lk, D)
+    """
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    weights = weights.to(v.dtype)
+    return F.dropout(weights, dropout, training=dropout > 0) @ v, weights  # (B, H, Lq, D)
 
 
 class DotAttention(MultiHeadAttention):
@@ -103,10 +116,9 @@ class DotAttention(MultiHeadAttention):
     def attend(self, q, k, v, mask, need_weights):
         if need_weights:
             return super().attend(q, k, v, mask, need_weights)
-        if self.causal and mask is not None:
-            return super().attend(q, k, v, mask, need_weights)
+        mask = None if mask is None else self.full_mask(mask, q, k)
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None)
         if mask is not None:  # rows with nothing to attend to give zeros, as on the explicit path
             out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         return out, None
@@ -125,6 +137,10 @@ class EuclidAttention(MultiHeadAttention):
     Distances use ||q||^2 + ||k||^2 - 2 q.k (one matmul), clamped at zero. Where
     the distance is exactly zero the score is 1/eps and the gradient is kept
     finite, so a key identical to the query takes (almost) all the weight.
+    Paths, all giving the explicit formula's numbers (see :func:`euclid_path`):
+    for large score matrices FlexAttention on GPU or the formula fused by
+    ``torch.compile``; the explicit formula otherwise and whenever the weights
+    are requested.
     """
 
     def __init__(
@@ -143,13 +159,84 @@ class EuclidAttention(MultiHeadAttention):
         self.eps = eps
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
-        return 1.0 / (pairwise_distance(q, k) * self.head_dim**-0.5 + self.eps)
+        return euclid_score(q, k, self.head_dim**-0.5, self.eps)
+
+    def attend(self, q, k, v, mask, need_weights):
+        path = euclid_path(q, k, need_weights, self.dropout if self.training else 0.0)
+        if path == "explicit":
+            return super().attend(q, k, v, mask, need_weights)
+        fn = flex_euclid_attention if path == "flex" else fused_euclid_attention
+        return fn(q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps), None
+
+
+FUSED_MIN_SCORES = 256 * 256  # below this many scores per head, compile time outweighs the gain in a short run
+
+
+def euclid_path(q: Tensor, k: Tensor, need_weights: bool, dropout: float) -> str:
+    """``explicit`` when weights are requested, dropout is on or the score matrix is small;
+    else ``flex`` where its backward runs and its kernel takes the head dim (GPU, power of 2
+    from 16), else ``fused``."""
+    if need_weights or dropout > 0 or q.shape[-2] * k.shape[-2] < FUSED_MIN_SCORES:
+        return "explicit"
+    d = q.shape[-1]
+    return "flex" if q.is_cuda and d >= 16 and d & (d - 1) == 0 else "fused"
+
+
+def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float) -> Tensor:
+    """1 / (||q - k|| * scale + eps).  # (..., Lq, Lk)"""
+    return 1.0 / (pairwise_distance(q, k) * scale + eps)
 
 
 def pairwise_distance(q: Tensor, k: Tensor) -> Tensor:
     """Euclidean distance between every query and key row.  # (..., Lq, Lk)"""
     sq = (q * q).sum(-1, keepdim=True) + (k * k).sum(-1).unsqueeze(-2) - 2.0 * (q @ k.transpose(-2, -1))
-    sq = sq.clamp_min(0.0)
-    positive = sq > 0
-    # sqrt has an infinite slope at 0: take it only where the distance is positive.
-    return torch.where(positive, sq.clamp_min(1e-30).sqrt(), torch.zeros_like(sq))
+    return finite_sqrt(sq.clamp_min(0.0))
+
+
+def finite_sqrt(x: Tensor) -> Tensor:
+    """sqrt of x >= 0 with gradient 0 (not inf) at 0."""
+    return torch.where(x > 0, x.clamp_min(1e-30).sqrt(), torch.zeros_like(x))
+
+
+def _euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
+    scores = euclid_score(q.float(), k.float(), scale, eps)  # (B, H, Lq, Lk)
+    return softmax_attention(scores, v, mask)[0]  # (B, H, Lq, D)
+
+
+fused_euclid_attention = torch.compile(_euclid_attention)
+"""The explicit euclid formula with its element-wise ops and softmax fused by ``torch.compile``."""
+
+
+def flex_euclid_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float, compiled: bool | None = None
+) -> Tensor:
+    """Euclid attention through FlexAttention: a score_mod turns the dot score q.k into
+    1 / (||q - k|| * scale + eps) from per-row squared norms; O(L) memory when ``compiled``
+    (default: on GPU; eager flex is the reference math). Forward-only on CPU in current torch.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q_sq, k_sq = (q.float() * q.float()).sum(-1), (k.float() * k.float()).sum(-1)  # (B, H, L)
+    full = None if mask is None else mask.expand(q.shape[0], q.shape[1], q.shape[-2], k.shape[-2])
+
+    def score_mod(dot: Tensor, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
+        distance = finite_sqrt(torch.clamp(q_sq[b, h, i] + k_sq[b, h, j] - 2.0 * dot, min=0.0))
+        score = 1.0 / (distance * scale + eps)
+        return score if full is None else torch.where(full[b, h, i, j], score, float("-inf"))
+
+    flex = compiled_flex_attention() if (q.is_cuda if compiled is None else compiled) else flex_attention
+    out = flex(q, k, v, score_mod=score_mod, scale=1.0)  # (B, H, Lq, D)
+    if mask is not None:  # rows with nothing to attend to give zeros, as on the explicit path
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+@functools.cache
+def compiled_flex_attention() -> Callable[..., Tensor]:
+    """``flex_attention`` compiled once per process (its fused kernels need ``torch.compile``).
+
+    Static shapes: recompiling the CPU kernel for a new length with dynamic shapes fails in torch 2.15.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)

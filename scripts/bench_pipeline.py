@@ -1,0 +1,196 @@
+"""Training-pipeline benchmark: the runner vs the classic Dataset/DataLoader pipeline vs a plain loop.
+
+The MNIST one-layer attention model (``model=dot data=mnist``), batch 64, three ways in one process:
+(A) the runner: the real Hydra config, composed and passed to ``attnexp.train.train``;
+(B) classic: a per-item Dataset (tensor from a float array and patch cutting in ``__getitem__``),
+    ``DataLoader(batch_size=64, shuffle=True)``, a Lightning Trainer with default settings;
+(C) a minimal hand-written PyTorch loop over the same pre-cut tensors.
+Each trains the same network from the same initial weights, validates every epoch and tests at the
+end. ``--repeats`` alternates A, B, C and reports medians; ``--compile`` adds A with
+``module.compile=true``: its compile time is its fit time minus A's, and the median steps compare.
+
+    ATTNEXP_DATA_DIR=/work/shared/data python scripts/bench_pipeline.py --epochs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+from torch.utils.data import DataLoader, Dataset
+
+from attnexp.attention import DotAttention
+from attnexp.data import MNISTDataModule, patchify
+from attnexp.models import PatchClassifier
+from attnexp.module import ClassifierModule
+from attnexp.train import CONFIG_DIR, train
+
+BATCH, LR, SEED = 64, 3e-3, 0
+
+
+def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[str, float]:
+    """(A) the runner's path: compose the CLI's config and call ``attnexp.train.train``."""
+    overrides = [
+        "data=mnist", "model=dot", "data.download=false", f"paths.data_dir={args.data_dir}", f"seed={SEED}",
+        f"trainer.max_epochs={args.epochs}", f"trainer.limit_train_batches={args.steps or 1.0}",
+        "trainer.accelerator=cpu", f"module.compile={str(compile).lower()}", *args.overrides,
+    ]
+    overrides.append("+callbacks.step_timer._target_=__main__.StepTimer")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(out)
+    HydraConfig.instance().set_config(cfg)
+    started = time.perf_counter()
+    train(cfg)
+    wall = time.perf_counter() - started
+    record = json.loads((out / "metrics.json").read_text())
+    step_ms = statistics.median(StepTimer.last.times) * 1e3
+    samples = round(record["train_samples_per_s"] * record["fit_s"])
+    return {"seconds": record["fit_s"], "samples": samples, "test_acc": record["test/acc"], "wall_s": wall, "step_ms": step_ms}
+
+
+class StepTimer(pl.Callback):
+    """Wall time of every training step of A (CPU work is synchronous, so no device sync is needed)."""
+
+    last: "StepTimer"
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        StepTimer.last = self
+
+    def on_train_batch_start(self, *args) -> None:
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, *args) -> None:
+        self.times.append(time.perf_counter() - self.started)
+
+
+class ClassicItems(Dataset):
+    """(B) per-item dataset: a tensor from a float array, then patches, one image at a time."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray) -> None:
+        self.images, self.labels = images, labels  # (N, 28, 28) float32, (N,) int64
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        image = torch.tensor(self.images[i]).unsqueeze(0).unsqueeze(0)  # (1, 1, 28, 28)
+        return patchify(image, 7)[0], int(self.labels[i])  # (16, 49)
+
+
+def classic(args: argparse.Namespace, dm: MNISTDataModule, out: Path) -> dict[str, float]:
+    """(B) the classic pipeline with a default Lightning Trainer."""
+    def items(split: str) -> ClassicItems:
+        x, y = dm.splits[split]
+        return ClassicItems(dm.as_images(x).squeeze(1).numpy(), y.numpy())
+
+    module = ClassifierModule(new_net(dm), optimizer=partial(torch.optim.Adam, lr=LR))
+    train_loader = DataLoader(items("train"), batch_size=BATCH, shuffle=True)
+    val_loader, test_loader = (DataLoader(items(s), batch_size=1000) for s in ("val", "test"))
+    trainer = pl.Trainer(max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out))
+    started = time.perf_counter()
+    trainer.fit(module, train_loader, val_loader)
+    seconds = time.perf_counter() - started
+    acc = trainer.test(module, test_loader, verbose=False)[0]["test/acc"]
+    samples = args.epochs * min(len(train_loader), args.steps or len(train_loader)) * BATCH
+    return {"seconds": seconds, "samples": samples, "test_acc": acc}
+
+
+def loop(args: argparse.Namespace, dm: MNISTDataModule) -> dict[str, float]:
+    """(C) a minimal hand-written loop over the pre-cut tensors: train, validate each epoch, test."""
+    net = new_net(dm)
+    optimizer = torch.optim.Adam(net.parameters(), lr=LR)
+    (x, y), (vx, vy), (tx, ty) = dm.splits["train"], dm.splits["val"], dm.splits["test"]
+
+    def accuracy(xs: torch.Tensor, ys: torch.Tensor) -> float:
+        net.eval()
+        with torch.no_grad():
+            correct = sum((net(a).argmax(-1) == b).sum() for a, b in zip(xs.split(1000), ys.split(1000)))
+        net.train()
+        return float(correct) / len(ys)
+
+    samples, started = 0, time.perf_counter()
+    for _ in range(args.epochs):
+        for step, idx in enumerate(torch.randperm(len(x)).split(BATCH)):
+            if args.steps and step == args.steps:
+                break
+            loss = F.cross_entropy(net(x[idx]), y[idx])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            samples += len(idx)
+        accuracy(vx, vy)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "samples": samples, "test_acc": accuracy(tx, ty)}
+
+
+def new_net(dm: MNISTDataModule) -> PatchClassifier:
+    """The runner's default network (``net=patch model=dot``), seeded like the runner seeds it."""
+    pl.seed_everything(SEED, verbose=False)
+    return PatchClassifier(partial(DotAttention, heads=1), **dm.spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=0, help="training steps per epoch (0 = the whole epoch)")
+    parser.add_argument("--repeats", type=int, default=1, help="alternate A, B, C this many times; report medians")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for every pipeline (1: the machine is shared)")
+    parser.add_argument("--compile", action="store_true", help="also run A with module.compile=true")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0")
+    parser.add_argument("--data-dir", default=os.environ.get("ATTNEXP_DATA_DIR", "data"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    dm = MNISTDataModule(root=args.data_dir, patch_size=7, download=False)
+    dm.setup()
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, dm, o), "C loop": lambda o: loop(args, dm)}
+            if args.compile:
+                runs["A compile"] = lambda o: runner(args, o, compile=True)
+            for name, run in runs.items():
+                out = Path(tmp) / f"{name.replace(' ', '_')}{r}"
+                out.mkdir()
+                results.setdefault(name, []).append(run(out))
+    med = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in results.items()}
+    for m in med.values():
+        m["samples_per_s"] = m["samples"] / m["seconds"]  # of the median time
+    report(args, med)
+
+
+def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
+    load = os.getloadavg()
+    print(f"\nbench_pipeline: MNIST model=dot, batch {BATCH}, {args.epochs} epochs x {args.steps or 'all'} steps, "
+          f"{args.threads} threads, median of {args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+    print(f"{'pipeline':<12}{'samples/s':>11}{'seconds':>9}{'test acc':>10}")
+    for name, m in med.items():
+        print(f"{name:<12}{m['samples_per_s']:>11.0f}{m['seconds']:>9.1f}{m['test_acc']:>10.4f}")
+    a, b, c = med["A runner"], med["B classic"], med["C loop"]
+    print(f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x (target >= 3)   "
+          f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.2)   "
+          f"A total wall incl. data, test, figures {a['wall_s']:.1f} s")
+    if "A compile" in med:
+        m = med["A compile"]
+        print(f"A compile: fit {m['seconds']:.1f} s = {m['seconds'] / a['seconds']:.2f}x A: {m['seconds'] - a['seconds']:.1f} s of compiling "
+              f"(train, eval and recompiled shapes); median training step {m['step_ms']:.2f} ms compiled vs {a['step_ms']:.2f} ms eager")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Every fast attention path gives the explicit formula's values and gradients."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, causal_mask, multihead
+from attnexp.attention.multihead import euclid_path, flex_euclid_attention, fused_euclid_attention
+
+EPS = 1e-3
+
+
+def cdist_reference(q, k, v, mask=None, eps=EPS):
+    """The euclid formula written with torch.cdist (no matmul expansion)."""
+    dist = torch.cdist(q, k, compute_mode="donot_use_mm_for_euclid_dist")
+    scores = 1.0 / (dist * q.shape[-1] ** -0.5 + eps)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    return weights @ v
+
+
+def qkv(seed=0, b=2, h=2, length=9, d=8):
+    torch.manual_seed(seed)
+    q, k, v = (torch.randn(b, h, length, d) for _ in range(3))
+    k[:, :, 3] = q[:, :, 3]  # a key equal to its query: distance 0, score 1/eps
+    return [t.requires_grad_() for t in (q, k, v)]
+
+
+def some_mask():
+    """Random keys dropped, causal, and one query row that may attend to nothing.  # (B, 1, Lq, Lk)"""
+    torch.manual_seed(5)
+    mask = (torch.rand(2, 1, 9, 9) > 0.3) & causal_mask(9)
+    mask[..., 0] = True
+    mask[1, 0, 4] = False
+    return mask
+
+
+def assert_same(fast, ref, inputs, atol=1e-4):
+    torch.testing.assert_close(fast, ref, atol=atol, rtol=1e-4)
+    grad = torch.randn_like(ref)
+    for g_fast, g_ref in zip(torch.autograd.grad(fast, inputs, grad), torch.autograd.grad(ref, inputs, grad)):
+        torch.testing.assert_close(g_fast, g_ref, atol=atol, rtol=1e-3)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
+def test_fused_euclid_matches_cdist_formula(masked):
+    q, k, v = qkv()
+    mask = some_mask() if masked else None
+    fast = fused_euclid_attention(q, k, v, mask, 8**-0.5, EPS)
+    assert_same(fast, cdist_reference(q, k, v, mask), (q, k, v))
+
+
+def test_explicit_euclid_matches_cdist_formula():
+    q, k, v = qkv(1)
+    attn = EuclidAttention(16, 2, eps=EPS)
+    mask = some_mask()
+    out, weights = attn.attend(q, k, v, mask, need_weights=True)
+    assert_same(out, cdist_reference(q, k, v, mask), (q, k, v))
+    assert torch.all(weights.masked_select(~mask.expand_as(weights)) == 0)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
+def test_flex_euclid_forward_matches_cdist_formula(masked):
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    q, k, v = (t.detach() for t in qkv(2))
+    mask = some_mask() if masked else None
+    torch.testing.assert_close(flex_euclid_attention(q, k, v, mask, 8**-0.5, EPS), cdist_reference(q, k, v, mask), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cls", [DotAttention, MaskedAttention])
+def test_sdpa_path_matches_explicit_with_masks(cls):
+    """The fused dot path with a mask (and causal) gives the explicit path's values and gradients."""
+    torch.manual_seed(3)
+    attn = cls(16, 2)
+    x = torch.randn(2, 9, 16, requires_grad=True)
+    mask = some_mask()
+    fast, _ = attn(x, mask=mask)
+    explicit, weights = attn(x, mask=mask, need_weights=True)
+    assert_same(fast, explicit, (x, *attn.parameters()), atol=1e-5)
+    full = mask & causal_mask(9) if cls is MaskedAttention else mask
+    assert torch.all(weights.masked_select(~full.expand_as(weights)) == 0)
+
+
+def test_euclid_picks_explicit_path_when_weights_are_requested(monkeypatch):
+    calls = []
+    monkeypatch.setattr(multihead, "fused_euclid_attention", lambda q, *a: calls.append(q.shape) or torch.zeros_like(q))
+    attn = EuclidAttention(8, 2)
+    x = torch.randn(1, 256, 8)  # 256 x 256 scores: large enough for the fused path
+    _, none = attn(x)
+    assert none is None and len(calls) == 1
+    out, weights = attn(x, need_weights=True)
+    assert len(calls) == 1 and weights.shape == (1, 2, 256, 256) and out.abs().sum() > 0
+
+
+def test_euclid_path_selection():
+    def t(length, cuda=False, d=64):
+        return SimpleNamespace(is_cuda=cuda, shape=(8, 8, length, d))
+
+    assert euclid_path(t(1024), t(1024), need_weights=False, dropout=0.0) == "fused"
+    assert euclid_path(t(1024, True), t(1024, True), need_weights=False, dropout=0.0) == "flex"
+    assert euclid_path(t(1024, True, 49), t(1024, True, 49), need_weights=False, dropout=0.0) == "fused"
+    for cuda in (False, True):
+        assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.0) == "explicit"
+        assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=True, dropout=0.0) == "explicit"
+        assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=False, dropout=0.1) == "explicit"
+
+
+def test_euclid_scores_stay_float32_under_autocast():
+    """1/eps = 1e9 overflows fp16: the explicit path scores in float32 whatever the input dtype."""
+    q, k, v = (t.detach().to(torch.bfloat16) for t in qkv(4))
+    attn = EuclidAttention(16, 2)  # eps = 1e-9
+    out, weights = attn.attend(q, k, v, None, need_weights=True)
+    assert torch.isfinite(out).all() and out.dtype == torch.bfloat16
+    assert weights[:, :, 3, 3].float().min() > 0.99  # the identical key takes the weight

@@ -1,0 +1,49 @@
+"""The Lightning module: no host syncs per training step, and ``compile`` changes nothing but speed."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+
+from attnexp.attention import DotAttention
+from attnexp.callbacks import RunRecord
+from attnexp.models import PatchClassifier
+from attnexp.module import ClassifierModule
+
+
+def module(compile: bool = False) -> ClassifierModule:
+    torch.manual_seed(0)
+    net = PatchClassifier(partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10)
+    return ClassifierModule(net, optimizer=partial(torch.optim.Adam, lr=1e-3), compile=compile)
+
+
+def batch(n: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    return torch.randn(n, 16, 4), torch.randint(0, 10, (n,))
+
+
+def test_training_step_and_batch_callback_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("host sync in the training step")
+
+    m, b = module(), batch()
+    m.on_train_epoch_start()
+    for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, forbidden)
+    loss = m.training_step(b, 0)
+    RunRecord(str(tmp_path)).on_train_batch_end(None, m, loss, b, 0)
+    monkeypatch.undo()
+    logits = m(b[0])
+    torch.testing.assert_close(m.train_loss_sum, torch.nn.functional.cross_entropy(logits, b[1]) * 5)
+    assert m.train_count == 5 and m.train_correct == (logits.argmax(-1) == b[1]).sum()
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_compile_keeps_checkpoint_keys_and_outputs():
+    eager, compiled = module(), module(compile=True)
+    assert list(eager.state_dict()) == list(compiled.state_dict())
+    compiled.load_state_dict(eager.state_dict())
+    x = batch()[0]
+    torch.testing.assert_close(compiled(x), eager(x), atol=1e-5, rtol=1e-5)
