@@ -26,9 +26,11 @@ class ClassifierModule(pl.LightningModule):
     ``divergence_check_every`` steps (one host sync each time): training then
     stops with :class:`DivergedError` naming the first bad step, before the
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
-    resumed run continues exactly as an uninterrupted one would. Logged: ``train/loss``, ``train/acc``, ``val/loss``,
-    ``val/acc``, ``val/acc_best``, ``test/loss``, ``test/acc``; for a language
-    model (``net.is_language_model``) also ``val/ppl`` and ``test/ppl``, the
+    resumed run continues exactly as an uninterrupted one would.
+
+    Logged: ``train/loss``, ``train/acc``, ``val/loss``, ``val/acc``,
+    ``val/acc_best``, ``test/loss``, ``test/acc``; for a language model
+    (``net.is_language_model``) also ``val/ppl`` and ``test/ppl``, the
     perplexity exp(mean next-token cross-entropy).
     """
 
