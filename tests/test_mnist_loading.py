@@ -68,3 +68,22 @@ def test_missing_mnist_says_where_it_looked(tmp_path):
     with pytest.raises(AttnexpError, match="ATTNEXP_DATA_DIR") as err:
         dm.setup()
     assert str(tmp_path / "MNIST" / "raw") in str(err.value)
+
+
+def test_sampler_splits_epochs_across_ranks(monkeypatch):
+    from attnexp.data import tensor_loader as tl
+
+    def order(rank, world, epoch):
+        monkeypatch.setattr(tl, "rank_and_world", lambda: (rank, world))
+        sampler = tl.BatchIndexSampler(103, 10, shuffle=True, seed=5)
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        return torch.cat(batches)
+
+    ranks = [order(r, 2, epoch=1) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == 51 and not set(ranks[0].tolist()) & set(ranks[1].tolist())
+    assert not torch.equal(order(0, 2, epoch=2), ranks[0])  # a new share every epoch
+    assert torch.equal(order(0, 1, epoch=1), order(0, 1, epoch=1)) and len(order(0, 1, epoch=1)) == 103
+    monkeypatch.setattr(tl, "rank_and_world", lambda: (1, 2))
+    assert len(list(tl.BatchIndexSampler(103, 10, shuffle=False))) == 11  # evaluation is not split

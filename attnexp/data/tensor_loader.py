@@ -24,12 +24,22 @@ class TensorBatches(Dataset):
         return self.x[idx], self.y[idx]
 
 
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of processes in data-parallel training (0, 1 otherwise)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
 class BatchIndexSampler(Sampler[Tensor]):
     """Yields index tensors of ``batch_size`` (the last may be short), reshuffled every epoch.
 
     The order of epoch ``e`` depends only on ``seed`` and ``e`` (Lightning calls
     :meth:`set_epoch`), so a run resumed from a checkpoint sees the same batches
     as an uninterrupted one. ``seed`` defaults to the seed torch was seeded with.
+    Under data-parallel training a shuffling sampler gives each rank its own
+    equal share of every epoch's permutation (set ``use_distributed_sampler=false``
+    so Lightning leaves it in place); evaluation order is not split.
     """
 
     def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int | None = None) -> None:
@@ -40,15 +50,21 @@ class BatchIndexSampler(Sampler[Tensor]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def _share(self) -> tuple[int, int, int]:
+        rank, world = rank_and_world() if self.shuffle else (0, 1)
+        return rank, world, self.size // world
+
     def __len__(self) -> int:
-        return -(-self.size // self.batch_size)
+        return -(-self._share()[2] // self.batch_size)
 
     def __iter__(self) -> Iterator[Tensor]:
         # A generator: the order is drawn at the first batch, after Lightning's set_epoch,
         # even when the iterator was created earlier (as on resume).
         if self.shuffle:
+            rank, world, share = self._share()
             generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
-            yield from torch.randperm(self.size, generator=generator).split(self.batch_size)
+            order = torch.randperm(self.size, generator=generator)[rank::world][:share]
+            yield from order.split(self.batch_size)
         else:
             yield from torch.arange(self.size).split(self.batch_size)
 
