@@ -9,7 +9,7 @@ Each trains the same network from the same initial weights, validates every epoc
 end. ``--repeats`` alternates A, B, C and reports medians; ``--compile`` adds A with
 ``module.compile=true``: its compile time is its fit time minus A's, and the median steps compare.
 
-    ATTNEXP_DATA_DIR=/work/shared/data python scripts/bench_pipeline.py --epochs 5
+    ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
 """
 
 from __future__ import annotations
