@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from hydra.errors import CompactHydraException
-
 # Exit statuses of the ``attnexp`` command.
 EXIT_CODES = {"bad_input": 2, "failed": 1, "diverged": 3, "interrupted": 130}
 
@@ -12,8 +10,9 @@ class AttnexpError(Exception):
     """A problem with the user's input or environment, explained in the message."""
 
 
-class AttnexpConfigError(AttnexpError, CompactHydraException):
-    """An input problem found before any run folder exists; Hydra prints just the message."""
+def divisors(n: int) -> list[int]:
+    """The values that divide ``n``: what messages list as allowed patch sizes or head counts."""
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def root_cause(err: BaseException) -> BaseException:

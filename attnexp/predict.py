@@ -42,7 +42,7 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, Vocabulary]
             f"run={run} is not a run folder: {config} is missing. Pass the folder a training run wrote, "
             "e.g. run=outputs/runs/2026-01-01/12-00-00_dot_corpus."
         )
-    state = torch.load(find_checkpoint(folder, checkpoint), map_location="cpu", weights_only=False)
+    state = torch.load(find_checkpoint(folder, checkpoint), map_location="cpu", weights_only=True)
     data_state = next((v for v in state.values() if isinstance(v, dict) and "vocab" in v), None)
     if data_state is None:
         raise AttnexpError(
@@ -51,8 +51,7 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, Vocabulary]
         )
     vocab = Vocabulary.from_state(data_state)
     net = build_net(OmegaConf.load(config).net, {"vocab_size": len(vocab), "context": data_state["context"]})
-    weights = {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
-    net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in weights.items()})  # _orig_mod: module.compile
+    net.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
     return net.eval(), vocab
 
 

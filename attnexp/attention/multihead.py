@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnexp.errors import divisors
+
 
 def causal_mask(queries: int, keys: int | None = None, device: torch.device | None = None) -> Tensor:
     """Lower-triangular boolean mask: query i sees keys <= i.  # (Lq, Lk)"""
@@ -44,7 +46,7 @@ class MultiHeadAttention(nn.Module):
         if dim % heads:
             raise ValueError(
                 f"dim={dim} is not divisible by heads={heads}: each head needs dim/heads "
-                f"channels. Pick heads from {[h for h in range(1, dim + 1) if dim % h == 0]}."
+                f"channels. Pick heads from {divisors(dim)}."
             )
         self.dim, self.heads, self.head_dim = dim, heads, dim // heads
         self.dropout, self.causal = dropout, causal
@@ -91,6 +93,11 @@ class MultiHeadAttention(nn.Module):
         return out, weights if need_weights else None
 
 
+def zero_empty_rows(t: Tensor, mask: Tensor | None) -> Tensor:
+    """Zeros for queries whose keys are all masked (e.g. padding), so they give 0, not NaN.  # (B, H, Lq, *)"""
+    return t if mask is None else t.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
 def softmax_attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0) -> tuple[Tensor, Tensor]:
     """softmax(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
 
@@ -100,10 +107,7 @@ def softmax_attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: f
     """
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    weights = weights.to(v.dtype)
+    weights = zero_empty_rows(scores.softmax(dim=-1), mask).to(v.dtype)
     return F.dropout(weights, dropout, training=dropout > 0) @ v, weights  # (B, H, Lq, D)
 
 
@@ -119,9 +123,7 @@ class DotAttention(MultiHeadAttention):
         mask = None if mask is None else self.full_mask(mask, q, k)
         dropout = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None)
-        if mask is not None:  # rows with nothing to attend to give zeros, as on the explicit path
-            out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        return out, None
+        return zero_empty_rows(out, mask), None
 
 
 class MaskedAttention(DotAttention):
@@ -225,10 +227,7 @@ def flex_euclid_attention(
         return score if full is None else torch.where(full[b, h, i, j], score, float("-inf"))
 
     flex = compiled_flex_attention() if (q.is_cuda if compiled is None else compiled) else flex_attention
-    out = flex(q, k, v, score_mod=score_mod, scale=1.0)  # (B, H, Lq, D)
-    if mask is not None:  # rows with nothing to attend to give zeros, as on the explicit path
-        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return out
+    return zero_empty_rows(flex(q, k, v, score_mod=score_mod, scale=1.0), mask)  # (B, H, Lq, D)
 
 
 @functools.cache

@@ -13,8 +13,9 @@ from torch import Tensor  # noqa: E402
 
 def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure:
     """One row per sample: the input, then every layer's map per head (or SE channel gates)."""
-    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
-    panels += [(f"layer {i} gates", m.reshape(len(m), 1, -1)) for i, m in enumerate(maps) if m is not None and m.dim() < 4]
+    layers = [(i, m) for i, m in enumerate(maps) if m is not None]
+    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in layers if m.dim() == 4 for h in range(m.shape[1])]
+    panels += [(f"layer {i} gates", m.reshape(len(m), 1, -1)) for i, m in layers if m.dim() < 4]
     rows, cols = len(images), 1 + len(panels)
     fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 2.2 * rows), squeeze=False)
     for r in range(rows):
@@ -53,15 +54,17 @@ class AttentionFigures(pl.Callback):
         writers = figure_writers(trainer)
         if not hasattr(datamodule, "as_images") or not writers:
             return
+        n_att, n_pred = self.num_attention, self.num_predictions
         x, y = next(iter(datamodule.val_dataloader()))
-        x, y = x[: max(self.num_attention, self.num_predictions)], y[: max(self.num_attention, self.num_predictions)]
+        x, y = x[: max(n_att, n_pred)], y[: max(n_att, n_pred)]
         logits, maps = forward_with_weights(pl_module, x)
         images = datamodule.as_images(x).float()
         images = (images - images.amin()) / (images.amax() - images.amin()).clamp_min(1e-6)
-        n = self.num_attention
-        figures = {"figures/predictions": prediction_figure(images[: self.num_predictions], y[: self.num_predictions], logits.argmax(-1).cpu()[: self.num_predictions])}
+        preds = logits.argmax(-1).cpu()
+        figures = {"figures/predictions": prediction_figure(images[:n_pred], y[:n_pred], preds[:n_pred])}
         if any(m is not None for m in maps):
-            figures["figures/attention"] = attention_figure(images[:n], [m[:n].cpu() if m is not None else None for m in maps])
+            maps = [m[:n_att].cpu() if m is not None else None for m in maps]
+            figures["figures/attention"] = attention_figure(images[:n_att], maps)
         write_figures(writers, figures, trainer.global_step)
 
 

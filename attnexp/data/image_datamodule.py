@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 from torch import Tensor
 
 from attnexp.data.tensor_loader import SplitLoaders
-from attnexp.errors import AttnexpError
+from attnexp.errors import AttnexpError, divisors
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
@@ -49,10 +49,9 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
     ) -> None:
         super().__init__()
         if patch_size is not None and (patch_size < 1 or self.image_size % patch_size):
-            divisors = [d for d in range(1, self.image_size + 1) if self.image_size % d == 0]
             raise AttnexpError(
                 f"data.patch_size={patch_size} does not divide the {self.name} image size "
-                f"{self.image_size}: patches must tile the image. Allowed: {divisors}."
+                f"{self.image_size}: patches must tile the image. Allowed: {divisors(self.image_size)}."
             )
         for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             if value < 1:

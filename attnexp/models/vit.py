@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.attention import build_mixer
-from attnexp.errors import AttnexpError
+from attnexp.errors import AttnexpError, divisors
 from attnexp.models.blocks import PreNormBlock
 
 POOLS = ("cls", "mean")
@@ -104,10 +104,9 @@ def check_patch(image_size: int, patch_size: int | None, patch: int | None) -> i
             "net.patch is null. Set net.patch=4 (for example) or data.patch_size."
         )
     if p < 1 or image_size % p:
-        divisors = [d for d in range(1, image_size + 1) if image_size % d == 0]
         raise AttnexpError(
             f"net.patch={p} does not divide the image size {image_size}: the conv stem's patches must "
-            f"tile the image. Allowed: {divisors}."
+            f"tile the image. Allowed: {divisors(image_size)}."
         )
     return p
 
@@ -119,8 +118,7 @@ def check_width(mixer: Callable[..., nn.Module], dim: int, heads: int | None) ->
         return
     heads = heads if heads is not None else accepted["heads"].default
     if heads < 1 or dim % heads:
-        divisors = [h for h in range(1, dim + 1) if dim % h == 0]
         raise AttnexpError(
             f"net.dim={dim} is not divisible by {heads} attention heads: each head needs dim/heads "
-            f"channels. Pick heads (net.heads, or model.heads) from {divisors}, or change net.dim."
+            f"channels. Pick heads (net.heads, or model.heads) from {divisors(dim)}, or change net.dim."
         )
