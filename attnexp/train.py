@@ -19,6 +19,7 @@ from torch import nn
 
 from attnexp.callbacks.run_record import write_json
 from attnexp.checkpoints import check_checkpoint
+from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 from attnexp.resume import output_dir, resume_point
 from attnexp.validate import validate_config
@@ -44,6 +45,7 @@ def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by ``cfg``; return the final metrics."""
     validate_config(cfg)
+    plain_cuda_check_without_driver()
     output_dir = Path(cfg.paths.output_dir)
     ckpt_path = cfg.get("ckpt_path")
     if cfg.get("resume"):

@@ -2,8 +2,9 @@
 
 Batch 8, 8 heads, head dim 64, float32. Variants (the kernels the modules run):
 ``sdpa`` (dot: ``F.scaled_dot_product_attention``), ``masked`` (causal SDPA), ``dot explicit``
-(the naive softmax(q.k) v), ``euclid`` (the module's automatic path), ``euclid fused`` (the
-formula fused by torch.compile), ``euclid explicit`` (the expansion formula, eager),
+(the naive softmax(q.k) v), ``euclid`` (the module's automatic path), ``euclid tiled`` (tiles
+of queries with a hand-written backward, element-wise work fused by torch.compile; O(L) memory),
+``euclid explicit`` (the expansion formula, eager),
 ``euclid cdist`` (the naive formula with torch.cdist), ``euclid flex`` (FlexAttention,
 compiled; forward only on CPU). Variants alternate within each L; times are medians, ratios
 are against ``sdpa`` in the same run. Peak memory is the growth of the process's peak RSS
@@ -27,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, MultiHeadAttention
-from attnexp.attention.multihead import euclid_score, flex_euclid_attention, fused_euclid_attention, softmax_attention
+from attnexp.attention.euclid_tiled import tiled_euclid_attention
+from attnexp.attention.multihead import euclid_score, flex_euclid_attention, softmax_attention
 
 B, H, D, EPS = 8, 8, 64, 1e-9
 SCALE = D**-0.5
@@ -35,7 +37,7 @@ LIBC = ctypes.CDLL("libc.so.6")
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Peak float32 (B, H, L, L) buffers a variant holds at once in forward+backward (measured at L=1024), for --max-gb.
-SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid fused": 4, "euclid": 4, "dot explicit": 3, "euclid explicit": 8, "euclid cdist": 6}
+SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid tiled": 0, "euclid": 0, "dot explicit": 3, "euclid explicit": 8, "euclid cdist": 6}
 
 
 def variants() -> dict[str, Kernel]:
@@ -45,7 +47,7 @@ def variants() -> dict[str, Kernel]:
         "masked": lambda q, k, v: masked.attend(q, k, v, None, False)[0],
         "dot explicit": lambda q, k, v: MultiHeadAttention.attend(dot, q, k, v, None, False)[0],
         "euclid": lambda q, k, v: euclid.attend(q, k, v, None, False)[0],
-        "euclid fused": lambda q, k, v: fused_euclid_attention(q, k, v, None, SCALE, EPS),
+        "euclid tiled": lambda q, k, v: tiled_euclid_attention(q, k, v, None, SCALE, EPS),
         "euclid explicit": lambda q, k, v: softmax_attention(euclid_score(q, k, SCALE, EPS), v, None)[0],
         "euclid cdist": lambda q, k, v: (1.0 / (torch.cdist(q, k) * SCALE + EPS)).softmax(-1) @ v,
         "euclid flex": lambda q, k, v: flex_euclid_attention(*flex_inputs(q, k, v), None, SCALE, EPS, compiled=True),
@@ -62,25 +64,31 @@ def forward_only(name: str) -> bool:
     return name == "euclid flex" and not torch.cuda.is_available()
 
 
-def run(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backward: bool) -> float:
-    """Seconds for one forward (no grad) or forward+backward call."""
+def inputs(length: int) -> tuple[torch.Tensor, ...]:
+    """q, k, v (B, H, L, D) requiring grad, and the output gradient used for the backward pass."""
+    torch.manual_seed(0)
+    return (*(torch.randn(B, H, length, D, requires_grad=True) for _ in range(3)), torch.randn(B, H, length, D))
+
+
+def run(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, backward: bool) -> float:
+    """Seconds for one forward (no grad) or forward+backward call (the gradients of q, k, v)."""
     started = time.perf_counter()
     if backward:
-        kernel(q, k, v).sum().backward()
+        torch.autograd.grad(kernel(q, k, v), (q, k, v), dout)
     else:
         with torch.no_grad():
             kernel(q, k, v)
     return time.perf_counter() - started
 
 
-def peak_mb(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backward: bool) -> float:
+def peak_mb(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, backward: bool) -> float:
     """Growth of the peak resident set during one call, in MB (Linux: VmHWM reset by clear_refs)."""
     gc.collect()
     LIBC.malloc_trim(0)  # freed heap pages leave the resident set, so reusing them counts again
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = vm_kb("VmRSS")
-    run(kernel, q, k, v, backward)
+    run(kernel, q, k, v, dout, backward)
     return (vm_kb("VmHWM") - before) / 1024
 
 
@@ -102,30 +110,28 @@ def main() -> None:
     kernels = {n: f for n, f in variants().items() if not args.only or n in args.only or n == "sdpa"}
     rows: dict[tuple[str, int], dict[str, float]] = {}
     for length in args.lengths:
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(B, H, length, D, requires_grad=True) for _ in range(3))
+        qkvd = inputs(length)
         fits = {n: SQUARE_BUFFERS[n] * B * H * length**2 * 4 / 1e9 <= args.max_gb for n in kernels}
         live = [n for n in kernels if fits[n]]
-        for name in live:  # warm-up: compiles the fused paths (inference and training graphs) for this shape
-            run(kernels[name], q, k, v, backward=False)
+        for name in live:  # warm-up: compiles the tiled and flex kernels for this shape
+            run(kernels[name], *qkvd, backward=False)
             if not forward_only(name):
-                run(kernels[name], q, k, v, backward=True)
+                run(kernels[name], *qkvd, backward=True)
         times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd+bwd": []} for n in live}
         for _ in range(args.repeats):
             for name in live:
-                times[name]["fwd"].append(run(kernels[name], q, k, v, backward=False))
+                times[name]["fwd"].append(run(kernels[name], *qkvd, backward=False))
                 if not forward_only(name):
-                    times[name]["fwd+bwd"].append(run(kernels[name], q, k, v, backward=True))
+                    times[name]["fwd+bwd"].append(run(kernels[name], *qkvd, backward=True))
         for name in kernels:
             rows[name, length] = {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
     for length in args.lengths:
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(B, H, length, D, requires_grad=True) for _ in range(3))
+        qkvd = inputs(length)
         for name, row in ((n, rows[n, length]) for n in kernels):
             if row:
-                row["peak fwd MB"] = peak_mb(kernels[name], q, k, v, backward=False)
+                row["peak fwd MB"] = peak_mb(kernels[name], *qkvd, backward=False)
                 if not forward_only(name):
-                    row["peak fwd+bwd MB"] = peak_mb(kernels[name], q, k, v, backward=True)
+                    row["peak fwd+bwd MB"] = peak_mb(kernels[name], *qkvd, backward=True)
         report_length(length, kernels, rows)
     load = os.getloadavg()
     print(f"\nbench_attention: B={B} H={H} D={D} float32, {args.threads} thread(s), median of {args.repeats}; "

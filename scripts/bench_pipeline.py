@@ -1,15 +1,20 @@
 """Training-pipeline benchmark: the runner vs the classic Dataset/DataLoader pipeline vs a plain loop.
 
-The MNIST one-layer attention model (``model=dot data=mnist``), batch 64, three ways in one process:
+A task's model and data three ways in one process:
 (A) the runner: the real Hydra config, composed and passed to ``attnexp.train.train``;
-(B) classic: a per-item Dataset (tensor from a float array and patch cutting in ``__getitem__``),
-    ``DataLoader(batch_size=64, shuffle=True)``, a Lightning Trainer with default settings;
-(C) a minimal hand-written PyTorch loop over the same pre-cut tensors.
-Each trains the same network from the same initial weights, validates every epoch and tests at the
-end. ``--repeats`` alternates A, B, C and reports medians; ``--compile`` adds A with
-``module.compile=true``: its compile time is its fit time minus A's, and the median steps compare.
+(B) classic: a per-item Dataset (a tensor from a float array and patch cutting in ``__getitem__``;
+    for text, a window sliced from the token array), ``DataLoader(shuffle=True)`` at the task's
+    batch size, a Lightning Trainer with default settings;
+(C) a minimal hand-written PyTorch loop over the runner's pre-cut tensors.
+Each trains the same network from the same initial weights with the same optimizer (and schedule),
+validates every epoch and tests at the end. Tasks (``--task``): ``mnist`` (the one-layer attention
+model, ``model=dot data=mnist``, batch 64), ``vit`` (``experiment=vit_mnist``, batch 128) and ``lm``
+(char-level next-token model on tinyshakespeare, context 128, batch 64). ``--repeats`` alternates
+A, B, C and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
+its fit time minus A's, and the median steps compare.
 
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
+    ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --task vit --epochs 2 --steps 150
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import os
 import statistics
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,30 +34,40 @@ import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+from hydra.utils import instantiate
+from omegaconf import DictConfig, open_dict
 from torch.utils.data import DataLoader, Dataset
 
-from attnexp.attention import DotAttention
-from attnexp.data import MNISTDataModule, patchify
-from attnexp.models import PatchClassifier
+from attnexp.cuda_check import plain_cuda_check_without_driver
+from attnexp.data import patchify
 from attnexp.module import ClassifierModule
-from attnexp.train import CONFIG_DIR, train
+from attnexp.train import CONFIG_DIR, build_net, train
 
-BATCH, LR, SEED = 64, 3e-3, 0
+SEED = 0
+TASKS = {
+    "mnist": ["data=mnist", "model=dot", "data.download=false"],
+    "vit": ["experiment=vit_mnist", "model=dot", "data.download=false"],
+    "lm": ["data=text", "model=dot", "data.path=${paths.data_dir}/tinyshakespeare/input.txt", "data.level=char", "data.context=128"],
+}
+
+
+def config(args: argparse.Namespace, compile: bool = False) -> DictConfig:
+    """The task's runner config (Hydra's own keys included), as the CLI would compose it."""
+    overrides = [
+        *TASKS[args.task], f"paths.data_dir={args.data_dir}", f"seed={SEED}",
+        f"trainer.max_epochs={args.epochs}", f"trainer.limit_train_batches={args.steps or 1.0}",
+        "trainer.accelerator=cpu", f"module.compile={str(compile).lower()}", *args.overrides,
+    ]
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=True)
 
 
 def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[str, float]:
     """(A) the runner's path: compose the CLI's config and call ``attnexp.train.train``."""
-    overrides = [
-        "data=mnist", "model=dot", "data.download=false", f"paths.data_dir={args.data_dir}", f"seed={SEED}",
-        f"trainer.max_epochs={args.epochs}", f"trainer.limit_train_batches={args.steps or 1.0}",
-        "trainer.accelerator=cpu", f"module.compile={str(compile).lower()}", *args.overrides,
-    ]
-    overrides.append("+callbacks.step_timer._target_=__main__.StepTimer")
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    cfg = config(args, compile)
     with open_dict(cfg):
+        cfg.callbacks.step_timer = {"_target_": "__main__.StepTimer"}
         cfg.hydra.runtime.output_dir = str(out)
     HydraConfig.instance().set_config(cfg)
     started = time.perf_counter()
@@ -81,74 +95,100 @@ class StepTimer(pl.Callback):
         self.times.append(time.perf_counter() - self.started)
 
 
-class ClassicItems(Dataset):
-    """(B) per-item dataset: a tensor from a float array, then patches, one image at a time."""
+class ImageItems(Dataset):
+    """(B) per-item images: a tensor from a float array, then patches, one image at a time."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray) -> None:
-        self.images, self.labels = images, labels  # (N, 28, 28) float32, (N,) int64
+    def __init__(self, images: np.ndarray, labels: np.ndarray, patch_size: int | None) -> None:
+        self.images, self.labels, self.patch_size = images, labels, patch_size  # (N, C, H, W) float32, (N,) int64
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        image = torch.tensor(self.images[i]).unsqueeze(0).unsqueeze(0)  # (1, 1, 28, 28)
-        return patchify(image, 7)[0], int(self.labels[i])  # (16, 49)
+        image = torch.tensor(self.images[i])  # (C, H, W)
+        return (patchify(image[None], self.patch_size)[0] if self.patch_size else image), int(self.labels[i])
 
 
-def classic(args: argparse.Namespace, dm: MNISTDataModule, out: Path) -> dict[str, float]:
+class WindowItems(Dataset):
+    """(B) per-item text windows: ``context`` token ids and the next ones, sliced from an array."""
+
+    def __init__(self, ids: np.ndarray, context: int, stride: int) -> None:
+        self.ids, self.context, self.stride = ids, context, stride
+
+    def __len__(self) -> int:
+        return (len(self.ids) - self.context - 1) // self.stride + 1
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = i * self.stride
+        return torch.tensor(self.ids[start : start + self.context]), torch.tensor(self.ids[start + 1 : start + self.context + 1])
+
+
+def classic_items(dm: pl.LightningDataModule, split: str) -> Dataset:
+    """The split the classic way, from the arrays the runner's data module read."""
+    if hasattr(dm, "streams"):  # text
+        return WindowItems(dm.streams[split].numpy(), dm.context, (dm.stride or dm.context) if split == "train" else dm.context)
+    x, y = dm.splits[split]
+    return ImageItems(dm.as_images(x).numpy(), y.numpy(), dm.patch_size)
+
+
+def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path) -> dict[str, float]:
     """(B) the classic pipeline with a default Lightning Trainer."""
-    def items(split: str) -> ClassicItems:
-        x, y = dm.splits[split]
-        return ClassicItems(dm.as_images(x).squeeze(1).numpy(), y.numpy())
-
-    module = ClassifierModule(new_net(dm), optimizer=partial(torch.optim.Adam, lr=LR))
-    train_loader = DataLoader(items("train"), batch_size=BATCH, shuffle=True)
-    val_loader, test_loader = (DataLoader(items(s), batch_size=1000) for s in ("val", "test"))
+    module = instantiate(cfg.module, net=new_net(cfg, dm))
+    train_loader = DataLoader(classic_items(dm, "train"), batch_size=dm.batch_size, shuffle=True)
+    val_loader, test_loader = (DataLoader(classic_items(dm, s), batch_size=dm.eval_batch_size) for s in ("val", "test"))
     trainer = pl.Trainer(max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out))
     started = time.perf_counter()
     trainer.fit(module, train_loader, val_loader)
     seconds = time.perf_counter() - started
     acc = trainer.test(module, test_loader, verbose=False)[0]["test/acc"]
-    samples = args.epochs * min(len(train_loader), args.steps or len(train_loader)) * BATCH
+    samples = args.epochs * min(len(train_loader), args.steps or len(train_loader)) * dm.batch_size
     return {"seconds": seconds, "samples": samples, "test_acc": acc}
 
 
-def loop(args: argparse.Namespace, dm: MNISTDataModule) -> dict[str, float]:
+def loop(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule) -> dict[str, float]:
     """(C) a minimal hand-written loop over the pre-cut tensors: train, validate each epoch, test."""
-    net = new_net(dm)
-    optimizer = torch.optim.Adam(net.parameters(), lr=LR)
+    net = new_net(cfg, dm)
+    optimizer = instantiate(cfg.module.optimizer)(params=net.parameters())
+    scheduler = instantiate(cfg.module.scheduler)(optimizer=optimizer) if cfg.module.get("scheduler") else None
     (x, y), (vx, vy), (tx, ty) = dm.splits["train"], dm.splits["val"], dm.splits["test"]
+
+    def loss_and_logits(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = net(a).flatten(0, -2)  # tokens of a language model count one by one
+        return F.cross_entropy(logits, b.flatten()), logits
 
     def accuracy(xs: torch.Tensor, ys: torch.Tensor) -> float:
         net.eval()
         with torch.no_grad():
-            correct = sum((net(a).argmax(-1) == b).sum() for a, b in zip(xs.split(1000), ys.split(1000)))
+            correct = sum((loss_and_logits(a, b)[1].argmax(-1) == b.flatten()).sum() for a, b in zip(xs.split(dm.eval_batch_size), ys.split(dm.eval_batch_size)))
         net.train()
-        return float(correct) / len(ys)
+        return float(correct) / ys.numel()
 
     samples, started = 0, time.perf_counter()
     for _ in range(args.epochs):
-        for step, idx in enumerate(torch.randperm(len(x)).split(BATCH)):
+        for step, idx in enumerate(torch.randperm(len(x)).split(dm.batch_size)):
             if args.steps and step == args.steps:
                 break
-            loss = F.cross_entropy(net(x[idx]), y[idx])
+            loss = loss_and_logits(x[idx], y[idx])[0]
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             samples += len(idx)
         accuracy(vx, vy)
+        if scheduler is not None:
+            scheduler.step()
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "samples": samples, "test_acc": accuracy(tx, ty)}
 
 
-def new_net(dm: MNISTDataModule) -> PatchClassifier:
-    """The runner's default network (``net=patch model=dot``), seeded like the runner seeds it."""
+def new_net(cfg: DictConfig, dm: pl.LightningDataModule) -> torch.nn.Module:
+    """The runner's network for this config, seeded like the runner seeds it."""
     pl.seed_everything(SEED, verbose=False)
-    return PatchClassifier(partial(DotAttention, heads=1), **dm.spec)
+    return build_net(cfg.net, dm.spec)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="mnist")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=0, help="training steps per epoch (0 = the whole epoch)")
     parser.add_argument("--repeats", type=int, default=1, help="alternate A, B, C this many times; report medians")
@@ -158,12 +198,14 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("ATTNEXP_DATA_DIR", "data"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    dm = MNISTDataModule(root=args.data_dir, patch_size=7, download=False)
+    args.cheap_cuda_check = plain_cuda_check_without_driver()  # what the runner does, here for all three
+    cfg = config(args)
+    dm = instantiate(cfg.data)
     dm.setup()
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, dm, o), "C loop": lambda o: loop(args, dm)}
+            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o), "C loop": lambda o: loop(args, cfg, dm)}
             if args.compile:
                 runs["A compile"] = lambda o: runner(args, o, compile=True)
             for name, run in runs.items():
@@ -178,8 +220,9 @@ def main() -> None:
 
 def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
     load = os.getloadavg()
-    print(f"\nbench_pipeline: MNIST model=dot, batch {BATCH}, {args.epochs} epochs x {args.steps or 'all'} steps, "
-          f"{args.threads} threads, median of {args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+    print(f"\nbench_pipeline: task {args.task} ({' '.join(TASKS[args.task][:2])}), {args.epochs} epochs x {args.steps or 'all'} steps, "
+          f"{args.threads} threads, median of {args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+          f"NVML CUDA check {'undone (no driver)' if args.cheap_cuda_check else 'as found'}")
     print(f"{'pipeline':<12}{'samples/s':>11}{'seconds':>9}{'test acc':>10}")
     for name, m in med.items():
         print(f"{name:<12}{m['samples_per_s']:>11.0f}{m['seconds']:>9.1f}{m['test_acc']:>10.4f}")

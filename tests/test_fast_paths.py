@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, causal_mask, multihead
-from attnexp.attention.multihead import euclid_path, flex_euclid_attention, fused_euclid_attention
+from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, causal_mask, euclid_tiled, multihead
+from attnexp.attention.euclid_tiled import tiled_euclid_attention
+from attnexp.attention.multihead import euclid_path, flex_euclid_attention
 
 EPS = 1e-3
 
@@ -48,12 +49,37 @@ def assert_same(fast, ref, inputs, atol=1e-4):
         torch.testing.assert_close(g_fast, g_ref, atol=atol, rtol=1e-3)
 
 
+@pytest.mark.parametrize("tile", [4, 20, 1 << 17], ids=["row-tiles", "uneven-tiles", "whole-heads"])
 @pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
-def test_fused_euclid_matches_cdist_formula(masked):
+def test_tiled_euclid_matches_cdist_formula(masked, tile, monkeypatch):
+    """Tiles of one query row, tiles that split the rows unevenly, and tiles of several heads."""
+    monkeypatch.setattr(euclid_tiled, "CPU_TILE_SCORES", tile)
     q, k, v = qkv()
     mask = some_mask() if masked else None
-    fast = fused_euclid_attention(q, k, v, mask, 8**-0.5, EPS)
+    fast = tiled_euclid_attention(q, k, v, mask, 8**-0.5, EPS)
     assert_same(fast, cdist_reference(q, k, v, mask), (q, k, v))
+
+
+def test_tiled_euclid_cross_attention_and_tiny_eps(monkeypatch):
+    """Fewer keys than queries, and eps = 1e-9 (score 1e9 at distance 0) with float64 inputs."""
+    monkeypatch.setattr(euclid_tiled, "CPU_TILE_SCORES", 10)
+    _, k, v = qkv(6, length=7)
+    q = torch.randn(2, 2, 11, 8)
+    q[:, :, 2] = k[:, :, 5].detach()
+    q.requires_grad_()
+    fast = tiled_euclid_attention(q.double(), k.double(), v.double(), None, 8**-0.5, 1e-9)
+    assert fast.dtype == torch.float64
+    assert_same(fast.float(), cdist_reference(q, k, v, eps=1e-9), (q, k, v))
+
+
+def test_tiled_euclid_keeps_no_score_matrix_for_backward():
+    """What autograd saves is O(L * D): q, k, v and the mask, nothing of size Lq x Lk in float."""
+    q, k, v = (torch.randn(1, 2, 300, 4, requires_grad=True) for _ in range(3))
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        tiled_euclid_attention(q, k, v, None, 0.5, EPS).sum().backward()
+    assert saved and max(t.numel() for t in saved) == 2 * 300 * 4
+    assert all(torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0 for t in (q, k, v))
 
 
 def test_explicit_euclid_matches_cdist_formula():
@@ -89,9 +115,9 @@ def test_sdpa_path_matches_explicit_with_masks(cls):
 
 def test_euclid_picks_explicit_path_when_weights_are_requested(monkeypatch):
     calls = []
-    monkeypatch.setattr(multihead, "fused_euclid_attention", lambda q, *a: calls.append(q.shape) or torch.zeros_like(q))
+    monkeypatch.setattr(multihead, "tiled_euclid_attention", lambda q, *a: calls.append(q.shape) or torch.zeros_like(q))
     attn = EuclidAttention(8, 2)
-    x = torch.randn(1, 256, 8)  # 256 x 256 scores: large enough for the fused path
+    x = torch.randn(1, 256, 8)  # 256 x 256 scores: large enough for the tiled path
     _, none = attn(x)
     assert none is None and len(calls) == 1
     out, weights = attn(x, need_weights=True)
@@ -102,13 +128,25 @@ def test_euclid_path_selection():
     def t(length, cuda=False, d=64):
         return SimpleNamespace(is_cuda=cuda, shape=(8, 8, length, d))
 
-    assert euclid_path(t(1024), t(1024), need_weights=False, dropout=0.0) == "fused"
+    assert euclid_path(t(1024), t(1024), need_weights=False, dropout=0.0) == "tiled"
     assert euclid_path(t(1024, True), t(1024, True), need_weights=False, dropout=0.0) == "flex"
-    assert euclid_path(t(1024, True, 49), t(1024, True, 49), need_weights=False, dropout=0.0) == "fused"
+    assert euclid_path(t(1024, True, 49), t(1024, True, 49), need_weights=False, dropout=0.0) == "tiled"
     for cuda in (False, True):
         assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.0) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=True, dropout=0.0) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=False, dropout=0.1) == "explicit"
+
+
+def test_tiled_euclid_under_bfloat16_autocast():
+    """The tiled path (256 x 256 scores) computes in float32 and returns the input dtype."""
+    torch.manual_seed(7)
+    attn = EuclidAttention(16, 2)
+    x = torch.randn(1, 256, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fast, _ = attn(x)
+        explicit, _ = attn(x, need_weights=True)
+    assert fast.dtype == explicit.dtype == torch.bfloat16 and torch.isfinite(fast).all()
+    torch.testing.assert_close(fast.float(), explicit.float(), atol=2e-2, rtol=2e-2)
 
 
 def test_euclid_scores_stay_float32_under_autocast():

@@ -1,7 +1,8 @@
-"""The Lightning module: no host syncs per training step, and ``compile`` changes nothing but speed."""
+"""The Lightning module: no host syncs per training step, ``compile`` changes nothing but speed, a cheap CUDA check."""
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import pytest
@@ -47,3 +48,25 @@ def test_compile_keeps_checkpoint_keys_and_outputs():
     compiled.load_state_dict(eager.state_dict())
     x = batch()[0]
     torch.testing.assert_close(compiled(x), eager(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("env", "driver", "after"),
+    [("1", False, "0"), ("1", True, "1"), (None, False, None)],
+    ids=["no-driver", "driver", "lightning-absent"],
+)
+def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, after):
+    """Without libnvidia-ml, Lightning's NVML-based check would reload it at every optimizer step."""
+    from attnexp import cuda_check
+
+    def cdll(name):
+        if not driver:
+            raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(cuda_check.ctypes, "CDLL", cdll)
+    if env is None:
+        monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    else:
+        monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", env)
+    assert cuda_check.plain_cuda_check_without_driver() is (after == "0")
+    assert os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == after

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnexp.attention.euclid_tiled import tiled_euclid_attention
 from attnexp.errors import divisors
 
 
@@ -140,9 +141,9 @@ class EuclidAttention(MultiHeadAttention):
     the distance is exactly zero the score is 1/eps and the gradient is kept
     finite, so a key identical to the query takes (almost) all the weight.
     Paths, all giving the explicit formula's numbers (see :func:`euclid_path`):
-    for large score matrices FlexAttention on GPU or the formula fused by
-    ``torch.compile``; the explicit formula otherwise and whenever the weights
-    are requested.
+    for large score matrices FlexAttention on GPU or the tiled kernel with its own
+    backward pass (:mod:`attnexp.attention.euclid_tiled`); the explicit formula
+    otherwise and whenever the weights are requested.
     """
 
     def __init__(
@@ -167,21 +168,21 @@ class EuclidAttention(MultiHeadAttention):
         path = euclid_path(q, k, need_weights, self.dropout if self.training else 0.0)
         if path == "explicit":
             return super().attend(q, k, v, mask, need_weights)
-        fn = flex_euclid_attention if path == "flex" else fused_euclid_attention
+        fn = flex_euclid_attention if path == "flex" else tiled_euclid_attention
         return fn(q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps), None
 
 
-FUSED_MIN_SCORES = 256 * 256  # below this many scores per head, compile time outweighs the gain in a short run
+TILED_MIN_SCORES = 256 * 256  # below this many scores per head the explicit formula is as fast and compiles nothing
 
 
 def euclid_path(q: Tensor, k: Tensor, need_weights: bool, dropout: float) -> str:
     """``explicit`` when weights are requested, dropout is on or the score matrix is small;
     else ``flex`` where its backward runs and its kernel takes the head dim (GPU, power of 2
-    from 16), else ``fused``."""
-    if need_weights or dropout > 0 or q.shape[-2] * k.shape[-2] < FUSED_MIN_SCORES:
+    from 16), else ``tiled``."""
+    if need_weights or dropout > 0 or q.shape[-2] * k.shape[-2] < TILED_MIN_SCORES:
         return "explicit"
     d = q.shape[-1]
-    return "flex" if q.is_cuda and d >= 16 and d & (d - 1) == 0 else "fused"
+    return "flex" if q.is_cuda and d >= 16 and d & (d - 1) == 0 else "tiled"
 
 
 def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float) -> Tensor:
@@ -198,15 +199,6 @@ def pairwise_distance(q: Tensor, k: Tensor) -> Tensor:
 def finite_sqrt(x: Tensor) -> Tensor:
     """sqrt of x >= 0 with gradient 0 (not inf) at 0."""
     return torch.where(x > 0, x.clamp_min(1e-30).sqrt(), torch.zeros_like(x))
-
-
-def _euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
-    scores = euclid_score(q.float(), k.float(), scale, eps)  # (B, H, Lq, Lk)
-    return softmax_attention(scores, v, mask)[0]  # (B, H, Lq, D)
-
-
-fused_euclid_attention = torch.compile(_euclid_attention)
-"""The explicit euclid formula with its element-wise ops and softmax fused by ``torch.compile``."""
 
 
 def flex_euclid_attention(

@@ -1,0 +1,138 @@
+"""Euclid attention computed tile by tile, with a hand-written backward pass.
+
+softmax(1 / (||q - k|| * scale + eps)) v never exists as a whole (B, H, Lq, Lk) matrix: the
+forward pass walks over tiles of queries (every key of a tile's queries at once) and keeps
+nothing but q, k, v; the backward pass recomputes each tile's softmax from q.k in the
+keys-by-queries layout (so every matmul reads its operands in the order BLAS is fastest at)
+and adds up dq, dk, dv. The element-wise
+work of a tile is fused by ``torch.compile``. Memory is O(tile), like flash attention.
+
+Gradients (g is dLoss/d(squared distance), a tile's worth at a time)::
+
+    dz = p * (dp - rowsum(p * dp))                softmax backward
+    g  = dz * -scale * z^2 / (2 * distance)       0 where the distance is 0 (finite sqrt)
+    dq = 2 * (rowsum(g) * q - g k)      dk = 2 * (colsum(g) * k - g^T q)      dv = p^T dout
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+CPU_TILE_SCORES = 1 << 17  # scores per tile (512 KiB of float32): a tile and its siblings stay in a core's cache
+GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles (few kernel launches)
+
+
+def score(dot: Tensor, q_sq: Tensor, k_sq: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor]:
+    """Distance ||q - k|| from q.k and the squared norms, and the score 1 / (distance * scale + eps)."""
+    distance = (q_sq + k_sq - 2.0 * dot).clamp_min(0.0).sqrt()
+    return distance, 1.0 / (distance * scale + eps)
+
+
+def masked_top(z: Tensor, mask: Tensor | None, dim: int) -> tuple[Tensor, Tensor]:
+    """Logits with masked scores at -inf, and each query's top logit (0 for a fully masked query)."""
+    logits = z if mask is None else z.masked_fill(~mask, float("-inf"))
+    top = logits.amax(dim, keepdim=True)
+    return logits, torch.where(top == float("-inf"), 0.0, top)
+
+
+def tile_logits(dot: Tensor, q_sq: Tensor, k_sq: Tensor, mask: Tensor | None, scale: float, eps: float):
+    """Forward pass: logits and top logit of one tile.  # dot, mask (N, C, Lk); q_sq (N, C, 1); k_sq (N, 1, Lk)"""
+    return masked_top(score(dot, q_sq, k_sq, scale, eps)[1], mask, -1)
+
+
+def tile_numerators(logits: Tensor, top: Tensor) -> tuple[Tensor, Tensor]:
+    """Forward pass: softmax numerators and their sum per query."""
+    p = (logits - top).exp()
+    return p, p.sum(-1, keepdim=True)
+
+
+def tile_scores(dot_t: Tensor, q_sq: Tensor, k_sq: Tensor, mask_t: Tensor | None, scale: float, eps: float):
+    """Backward pass, keys-by-queries layout: logits, top logit and dz/d(squared distance)
+    = -scale * z^2 / (2 * distance), 0 at distance 0 (finite sqrt).
+
+    dot_t, mask_t: (N, Lk, C); q_sq: (N, 1, C); k_sq: (N, Lk, 1).
+    """
+    distance, z = score(dot_t, q_sq, k_sq, scale, eps)
+    slope = torch.where(distance > 0, z * z * (-0.5 * scale) / distance.clamp_min(1e-30), 0.0)
+    return *masked_top(z, mask_t, -2), slope
+
+
+def tile_grads(logits: Tensor, top: Tensor, slope: Tensor, dp_t: Tensor):
+    """Backward pass: softmax p^T and g^T (dLoss/d squared distance) of one tile, with g's sums over keys and over queries.
+
+    The tile holds every key of its queries, so the softmax is recomputed whole here rather than
+    from the forward pass's row statistics: near distance 0 the score 1/eps amplifies rounding
+    differences between the two passes' matmuls.
+    """
+    p_t = (logits - top).exp()
+    p_t = p_t / p_t.sum(-2, keepdim=True).clamp_min(torch.finfo(p_t.dtype).tiny)
+    g_t = p_t * (dp_t - (p_t * dp_t).sum(-2, keepdim=True)) * slope
+    return p_t, g_t, g_t.sum(-2, keepdim=True), g_t.sum(-1, keepdim=True)
+
+
+# Each is one or two fused loops over a cached tile; z is materialised once per pass rather than recomputed per loop.
+_tile_logits, _tile_numerators = torch.compile(tile_logits), torch.compile(tile_numerators)
+_tile_scores, _tile_grads = torch.compile(tile_scores), torch.compile(tile_grads)
+
+
+def tiles(q: Tensor, keys: int):
+    """(group slice, query slice) pairs covering q's (N, Lq), each tile about CPU/GPU_TILE_SCORES scores."""
+    groups, queries = q.shape[:2]
+    budget = CPU_TILE_SCORES if q.device.type == "cpu" else GPU_TILE_SCORES
+    rows = max(1, min(queries, budget // keys))
+    per = max(1, min(groups, budget // (rows * keys)))
+    for g in range(0, groups, per):
+        for r in range(0, queries, rows):
+            yield slice(g, g + per), slice(r, r + rows)
+
+
+class TiledEuclidAttention(torch.autograd.Function):
+    """Tiled euclid attention on (N, L, D) float32 tensors; ``mask`` (N, Lq, Lk) bool or None."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
+        q_sq, k_sq = (q * q).sum(-1, keepdim=True), (k * k).sum(-1).unsqueeze(-2)  # (N, Lq, 1), (N, 1, Lk)
+        out = q.new_empty(q.shape[:-1] + v.shape[-1:])  # (N, Lq, Dv)
+        for g, r in tiles(q, k.shape[1]):
+            dot = torch.bmm(q[g, r], k[g].transpose(1, 2))  # (n, c, Lk)
+            p, total = _tile_numerators(*_tile_logits(dot, q_sq[g, r], k_sq[g], None if mask is None else mask[g, r], scale, eps))
+            total = total.clamp_min(torch.finfo(total.dtype).tiny)
+            out[g, r] = torch.bmm(p, v[g]) / total
+        ctx.save_for_backward(q, k, v, mask)
+        ctx.scale, ctx.eps = scale, eps
+        return out
+
+    @staticmethod
+    def backward(ctx, dout: Tensor):
+        q, k, v, mask = ctx.saved_tensors
+        dout = dout.contiguous()
+        q_sq, k_sq = (q * q).sum(-1).unsqueeze(-2), (k * k).sum(-1, keepdim=True)  # (N, 1, Lq), (N, Lk, 1)
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        g_keys = torch.zeros_like(k_sq)  # colsum(g): (N, Lk, 1)
+        for g, r in tiles(q, k.shape[1]):
+            dot_t = torch.bmm(k[g], q[g, r].transpose(1, 2))  # (n, Lk, c)
+            dp_t = torch.bmm(v[g], dout[g, r].transpose(1, 2))  # (n, Lk, c)
+            mask_t = None if mask is None else mask[g, r].transpose(1, 2)
+            scores = _tile_scores(dot_t, q_sq[g, :, r], k_sq[g], mask_t, ctx.scale, ctx.eps)
+            p_t, g_t, g_rows, g_cols = _tile_grads(*scores, dp_t)
+            dv[g].baddbmm_(p_t, dout[g, r])
+            dk[g].baddbmm_(g_t, q[g, r], alpha=-1.0)
+            g_keys[g] += g_cols
+            torch.mul(q[g, r], g_rows.transpose(1, 2), out=dq[g, r]).baddbmm_(g_t.transpose(1, 2), k[g], alpha=-1.0)
+        return dq.mul_(2.0), dk.addcmul_(g_keys, k).mul_(2.0), dv, None, None, None
+
+
+def tiled_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
+    """Euclid attention for (B, H, L, D) inputs through :class:`TiledEuclidAttention`, in float32.
+
+    ``mask`` broadcasts to (B, H, Lq, Lk), True = may attend; a fully masked query gives zeros.
+    """
+    b, h, lq, _ = q.shape
+    lk = k.shape[-2]
+    flat = [t.float().reshape(b * h, t.shape[-2], t.shape[-1]) for t in (q, k, v)]  # (N, L, D)
+    if mask is not None:
+        mask = mask.expand(b, h, lq, lk).reshape(b * h, lq, lk)
+    with torch.autocast(q.device.type, enabled=False):
+        out = TiledEuclidAttention.apply(*flat, mask, scale, eps)
+    return out.view(b, h, lq, -1).to(v.dtype)  # (B, H, Lq, Dv)
