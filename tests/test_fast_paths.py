@@ -9,7 +9,7 @@ import torch
 
 from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, causal_mask, euclid_tiled, multihead
 from attnexp.attention.euclid_tiled import tiled_euclid_attention
-from attnexp.attention.multihead import euclid_path, flex_euclid_attention
+from attnexp.attention.multihead import euclid_path, euclid_score, flex_euclid_attention, softmax_attention
 
 EPS = 1e-3
 
@@ -49,10 +49,10 @@ def assert_same(fast, ref, inputs, atol=1e-4):
         torch.testing.assert_close(g_fast, g_ref, atol=atol, rtol=1e-3)
 
 
-@pytest.mark.parametrize("tile", [4, 20, 1 << 17], ids=["row-tiles", "uneven-tiles", "whole-heads"])
+@pytest.mark.parametrize("tile", [4, 20, 243, 1 << 17], ids=["row-tiles", "uneven-tiles", "partial-group", "whole-heads"])
 @pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
 def test_tiled_euclid_matches_cdist_formula(masked, tile, monkeypatch):
-    """Tiles of one query row, tiles that split the rows unevenly, and tiles of several heads."""
+    """Tiles of one query row, tiles that split the rows unevenly, 3 heads per tile over 4, all heads at once."""
     monkeypatch.setattr(euclid_tiled, "CPU_TILE_SCORES", tile)
     q, k, v = qkv()
     mask = some_mask() if masked else None
@@ -73,13 +73,43 @@ def test_tiled_euclid_cross_attention_and_tiny_eps(monkeypatch):
 
 
 def test_tiled_euclid_keeps_no_score_matrix_for_backward():
-    """What autograd saves is O(L * D): q, k, v and the mask, nothing of size Lq x Lk in float."""
-    q, k, v = (torch.randn(1, 2, 300, 4, requires_grad=True) for _ in range(3))
+    """Autograd saves q, k, v and a view of the caller's (B, 1, 1, Lk) padding mask: nothing of size Lq x Lk."""
+    q, k, v = (torch.randn(2, 2, 300, 4, requires_grad=True) for _ in range(3))
+    padding = torch.ones(2, 1, 1, 300, dtype=torch.bool)
+    padding[1, ..., 200:] = False
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        tiled_euclid_attention(q, k, v, None, 0.5, EPS).sum().backward()
-    assert saved and max(t.numel() for t in saved) == 2 * 300 * 4
+        tiled_euclid_attention(q, k, v, padding, 0.5, EPS).sum().backward()
+    assert saved and max(t.untyped_storage().nbytes() for t in saved) <= 4 * q.numel()
     assert all(torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0 for t in (q, k, v))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_tiled_path_matches_explicit_path_in_the_module(batch):
+    """Causal euclid attention with a padding mask, 256 x 256 scores: the module's tiled path
+    against its explicit path, values and gradients of the input and every weight."""
+    torch.manual_seed(9)
+    attn = EuclidAttention(16, 2, causal=True)
+    x = torch.randn(batch, 256, 16, requires_grad=True)
+    padding = torch.ones(batch, 1, 1, 256, dtype=torch.bool)
+    padding[-1, ..., 100:] = False
+    fast, none = attn(x, mask=padding)
+    explicit, weights = attn(x, mask=padding, need_weights=True)
+    assert none is None and weights is not None
+    assert_same(fast, explicit, (x, *attn.parameters()), atol=1e-5)
+
+
+def test_tiled_euclid_with_keys_at_distance_exactly_zero():
+    """Two keys equal to a query (integer vectors: the squared distance is exactly 0, score 1/eps):
+    they share its weight, and the square root's gradient there is 0, as in the explicit formula."""
+    torch.manual_seed(10)
+    q, k, v = (torch.randint(-2, 3, (1, 2, 9, 8)).float() for _ in range(3))
+    k[:, :, 2], k[:, :, 6] = q[:, :, 4], q[:, :, 4]
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    fast = tiled_euclid_attention(q, k, v, None, 8**-0.5, 1e-9)
+    weights = softmax_attention(euclid_score(q, k, 8**-0.5, 1e-9), v, None)[1]
+    torch.testing.assert_close(weights[:, :, 4, [2, 6]], torch.full((1, 2, 2), 0.5))
+    assert_same(fast, weights @ v, (q, k, v), atol=1e-5)
 
 
 def test_explicit_euclid_matches_cdist_formula():
@@ -138,15 +168,20 @@ def test_euclid_path_selection():
 
 
 def test_tiled_euclid_under_bfloat16_autocast():
-    """The tiled path (256 x 256 scores) computes in float32 and returns the input dtype."""
+    """The tiled path (256 x 256 scores) computes in float32, returns the input dtype, and its
+    backward stays float32 even when called inside the autocast block."""
     torch.manual_seed(7)
     attn = EuclidAttention(16, 2)
-    x = torch.randn(1, 256, 16)
+    x = torch.randn(1, 256, 16, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         fast, _ = attn(x)
         explicit, _ = attn(x, need_weights=True)
+        grad_inside = torch.autograd.grad(fast.float().sum(), x, retain_graph=True)[0]
     assert fast.dtype == explicit.dtype == torch.bfloat16 and torch.isfinite(fast).all()
     torch.testing.assert_close(fast.float(), explicit.float(), atol=2e-2, rtol=2e-2)
+    grad_outside, grad_explicit = (torch.autograd.grad(out.float().sum(), x)[0] for out in (fast, explicit))
+    torch.testing.assert_close(grad_inside, grad_outside, atol=0, rtol=0)
+    torch.testing.assert_close(grad_outside, grad_explicit, atol=3e-2, rtol=3e-2)
 
 
 def test_euclid_scores_stay_float32_under_autocast():
@@ -156,3 +191,13 @@ def test_euclid_scores_stay_float32_under_autocast():
     out, weights = attn.attend(q, k, v, None, need_weights=True)
     assert torch.isfinite(out).all() and out.dtype == torch.bfloat16
     assert weights[:, :, 3, 3].float().min() > 0.99  # the identical key takes the weight
+
+
+def test_compiled_network_calls_the_tiled_kernel_as_is():
+    """Under torch.compile the tiled path runs as it does eagerly (its tiles are compiled already)."""
+    torch.manual_seed(8)
+    attn = EuclidAttention(16, 2)
+    x = torch.randn(1, 256, 16, requires_grad=True)
+    eager, _ = attn(x)
+    compiled, _ = torch.compile(attn)(x)
+    assert_same(compiled, eager, (x, *attn.parameters()), atol=1e-6)

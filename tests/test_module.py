@@ -51,13 +51,15 @@ def test_compile_keeps_checkpoint_keys_and_outputs():
 
 
 @pytest.mark.parametrize(
-    ("env", "driver", "after"),
-    [("1", False, "0"), ("1", True, "1"), (None, False, None)],
-    ids=["no-driver", "driver", "lightning-absent"],
+    ("env", "driver", "hip", "after"),
+    [("1", False, None, "0"), ("1", True, None, "1"), (None, False, None, None), ("1", False, "6.2", "1")],
+    ids=["no-driver", "driver", "lightning-absent", "rocm"],
 )
-def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, after):
+def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, hip, after):
     """Without libnvidia-ml, Lightning's NVML-based check would reload it at every optimizer step."""
     from attnexp import cuda_check
+
+    monkeypatch.setattr(torch.version, "hip", hip)
 
     def cdll(name):
         if not driver:

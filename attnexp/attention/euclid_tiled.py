@@ -4,8 +4,8 @@ softmax(1 / (||q - k|| * scale + eps)) v never exists as a whole (B, H, Lq, Lk) 
 forward pass walks over tiles of queries (every key of a tile's queries at once) and keeps
 nothing but q, k, v; the backward pass recomputes each tile's softmax from q.k in the
 keys-by-queries layout (so every matmul reads its operands in the order BLAS is fastest at)
-and adds up dq, dk, dv. The element-wise
-work of a tile is fused by ``torch.compile``. Memory is O(tile), like flash attention.
+and adds up dq, dk, dv. A tile's element-wise work is fused by ``torch.compile`` (compiled on
+first use, cached across runs). Memory is O(tile), like flash attention.
 
 Gradients (g is dLoss/d(squared distance), a tile's worth at a time)::
 
@@ -18,15 +18,26 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 CPU_TILE_SCORES = 1 << 17  # scores per tile (512 KiB of float32): a tile and its siblings stay in a core's cache
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles (few kernel launches)
 
 
-def score(dot: Tensor, q_sq: Tensor, k_sq: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor]:
-    """Distance ||q - k|| from q.k and the squared norms, and the score 1 / (distance * scale + eps)."""
-    distance = (q_sq + k_sq - 2.0 * dot).clamp_min(0.0).sqrt()
-    return distance, 1.0 / (distance * scale + eps)
+TINY = 1e-30  # squared distances below this count as 0 for the gradient of the square root
+
+
+def finite_sqrt(x: Tensor) -> Tensor:
+    """sqrt of x >= 0 with gradient 0 (not inf) at 0, and for x below TINY."""
+    return torch.where(x > 0, x.clamp_min(TINY).sqrt(), torch.zeros_like(x))
+
+
+def score(dot: Tensor, q_sq: Tensor, k_sq: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """Squared distance ||q - k||^2 from q.k and the squared norms (clamped at 0), the distance,
+    and the score 1 / (distance * scale + eps)."""
+    squared = (q_sq + k_sq - 2.0 * dot).clamp_min(0.0)
+    distance = finite_sqrt(squared)
+    return squared, distance, 1.0 / (distance * scale + eps)
 
 
 def masked_top(z: Tensor, mask: Tensor | None, dim: int) -> tuple[Tensor, Tensor]:
@@ -38,7 +49,7 @@ def masked_top(z: Tensor, mask: Tensor | None, dim: int) -> tuple[Tensor, Tensor
 
 def tile_logits(dot: Tensor, q_sq: Tensor, k_sq: Tensor, mask: Tensor | None, scale: float, eps: float):
     """Forward pass: logits and top logit of one tile.  # dot, mask (N, C, Lk); q_sq (N, C, 1); k_sq (N, 1, Lk)"""
-    return masked_top(score(dot, q_sq, k_sq, scale, eps)[1], mask, -1)
+    return masked_top(score(dot, q_sq, k_sq, scale, eps)[2], mask, -1)
 
 
 def tile_numerators(logits: Tensor, top: Tensor) -> tuple[Tensor, Tensor]:
@@ -49,12 +60,12 @@ def tile_numerators(logits: Tensor, top: Tensor) -> tuple[Tensor, Tensor]:
 
 def tile_scores(dot_t: Tensor, q_sq: Tensor, k_sq: Tensor, mask_t: Tensor | None, scale: float, eps: float):
     """Backward pass, keys-by-queries layout: logits, top logit and dz/d(squared distance)
-    = -scale * z^2 / (2 * distance), 0 at distance 0 (finite sqrt).
+    = -scale * z^2 / (2 * distance), 0 where :func:`finite_sqrt` has gradient 0.
 
-    dot_t, mask_t: (N, Lk, C); q_sq: (N, 1, C); k_sq: (N, Lk, 1).
+    dot_t, mask_t: (N, Lk, C) (mask_t may broadcast); q_sq: (N, 1, C); k_sq: (N, Lk, 1).
     """
-    distance, z = score(dot_t, q_sq, k_sq, scale, eps)
-    slope = torch.where(distance > 0, z * z * (-0.5 * scale) / distance.clamp_min(1e-30), 0.0)
+    squared, distance, z = score(dot_t, q_sq, k_sq, scale, eps)
+    slope = torch.where(squared > TINY, z * z * (-0.5 * scale) / distance.clamp_min(TINY), 0.0)
     return *masked_top(z, mask_t, -2), slope
 
 
@@ -84,55 +95,71 @@ def tiles(q: Tensor, keys: int):
     per = max(1, min(groups, budget // (rows * keys)))
     for g in range(0, groups, per):
         for r in range(0, queries, rows):
-            yield slice(g, g + per), slice(r, r + rows)
+            yield slice(g, min(g + per, groups)), slice(r, min(r + rows, queries))
+
+
+def mask_tile(mask: Tensor | None, heads: int, g: slice, r: slice) -> Tensor | None:
+    """Query rows ``r`` of the flattened (batch * head) groups ``g`` of a mask broadcast to
+    (B, H, Lq, Lk): only the tile is copied, the mask is never expanded whole.  # (n, c, Lk)"""
+    if mask is None:
+        return None
+    n = torch.arange(g.start, g.stop, device=mask.device)
+    return mask[:, :, r][n // heads, n % heads]
 
 
 class TiledEuclidAttention(torch.autograd.Function):
-    """Tiled euclid attention on (N, L, D) float32 tensors; ``mask`` (N, Lq, Lk) bool or None."""
+    """Tiled euclid attention on (N, L, D) float32 tensors, N = batch * heads; ``mask`` a bool
+    (B, H, Lq, Lk) view (broadcast dims of stride 0) or None."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, heads: int, scale: float, eps: float) -> Tensor:
         q_sq, k_sq = (q * q).sum(-1, keepdim=True), (k * k).sum(-1).unsqueeze(-2)  # (N, Lq, 1), (N, 1, Lk)
         out = q.new_empty(q.shape[:-1] + v.shape[-1:])  # (N, Lq, Dv)
         for g, r in tiles(q, k.shape[1]):
             dot = torch.bmm(q[g, r], k[g].transpose(1, 2))  # (n, c, Lk)
-            p, total = _tile_numerators(*_tile_logits(dot, q_sq[g, r], k_sq[g], None if mask is None else mask[g, r], scale, eps))
+            p, total = _tile_numerators(*_tile_logits(dot, q_sq[g, r], k_sq[g], mask_tile(mask, heads, g, r), scale, eps))
             total = total.clamp_min(torch.finfo(total.dtype).tiny)
             out[g, r] = torch.bmm(p, v[g]) / total
         ctx.save_for_backward(q, k, v, mask)
-        ctx.scale, ctx.eps = scale, eps
+        ctx.heads, ctx.scale, ctx.eps = heads, scale, eps
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dout: Tensor):
+        with torch.autocast(dout.device.type, enabled=False):  # a backward called under autocast stays float32
+            return TiledEuclidAttention._backward(ctx, dout.float().contiguous())
+
+    @staticmethod
+    def _backward(ctx, dout: Tensor):
         q, k, v, mask = ctx.saved_tensors
-        dout = dout.contiguous()
         q_sq, k_sq = (q * q).sum(-1).unsqueeze(-2), (k * k).sum(-1, keepdim=True)  # (N, 1, Lq), (N, Lk, 1)
         dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         g_keys = torch.zeros_like(k_sq)  # colsum(g): (N, Lk, 1)
         for g, r in tiles(q, k.shape[1]):
             dot_t = torch.bmm(k[g], q[g, r].transpose(1, 2))  # (n, Lk, c)
             dp_t = torch.bmm(v[g], dout[g, r].transpose(1, 2))  # (n, Lk, c)
-            mask_t = None if mask is None else mask[g, r].transpose(1, 2)
+            mask_t = mask_tile(mask, ctx.heads, g, r)
+            mask_t = None if mask_t is None else mask_t.transpose(1, 2)
             scores = _tile_scores(dot_t, q_sq[g, :, r], k_sq[g], mask_t, ctx.scale, ctx.eps)
             p_t, g_t, g_rows, g_cols = _tile_grads(*scores, dp_t)
             dv[g].baddbmm_(p_t, dout[g, r])
             dk[g].baddbmm_(g_t, q[g, r], alpha=-1.0)
             g_keys[g] += g_cols
             torch.mul(q[g, r], g_rows.transpose(1, 2), out=dq[g, r]).baddbmm_(g_t.transpose(1, 2), k[g], alpha=-1.0)
-        return dq.mul_(2.0), dk.addcmul_(g_keys, k).mul_(2.0), dv, None, None, None
+        return dq.mul_(2.0), dk.addcmul_(g_keys, k).mul_(2.0), dv, None, None, None, None
 
 
+@torch.compiler.disable  # a compiled network calls it as is: its tiles are compiled already, unrolling them would not pay
 def tiled_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
     """Euclid attention for (B, H, L, D) inputs through :class:`TiledEuclidAttention`, in float32.
 
     ``mask`` broadcasts to (B, H, Lq, Lk), True = may attend; a fully masked query gives zeros.
     """
     b, h, lq, _ = q.shape
-    lk = k.shape[-2]
     flat = [t.float().reshape(b * h, t.shape[-2], t.shape[-1]) for t in (q, k, v)]  # (N, L, D)
     if mask is not None:
-        mask = mask.expand(b, h, lq, lk).reshape(b * h, lq, lk)
+        mask = mask.expand(b, h, lq, k.shape[-2])  # a view: broadcast dims keep stride 0
     with torch.autocast(q.device.type, enabled=False):
-        out = TiledEuclidAttention.apply(*flat, mask, scale, eps)
+        out = TiledEuclidAttention.apply(*flat, mask, h, scale, eps)
     return out.view(b, h, lq, -1).to(v.dtype)  # (B, H, Lq, Dv)

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnexp.attention.euclid_tiled import tiled_euclid_attention
+from attnexp.attention.euclid_tiled import finite_sqrt, tiled_euclid_attention
 from attnexp.errors import divisors
 
 
@@ -194,11 +194,6 @@ def pairwise_distance(q: Tensor, k: Tensor) -> Tensor:
     """Euclidean distance between every query and key row.  # (..., Lq, Lk)"""
     sq = (q * q).sum(-1, keepdim=True) + (k * k).sum(-1).unsqueeze(-2) - 2.0 * (q @ k.transpose(-2, -1))
     return finite_sqrt(sq.clamp_min(0.0))
-
-
-def finite_sqrt(x: Tensor) -> Tensor:
-    """sqrt of x >= 0 with gradient 0 (not inf) at 0."""
-    return torch.where(x > 0, x.clamp_min(1e-30).sqrt(), torch.zeros_like(x))
 
 
 def flex_euclid_attention(
