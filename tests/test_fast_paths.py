@@ -201,3 +201,20 @@ def test_compiled_network_calls_the_tiled_kernel_as_is():
     eager, _ = attn(x)
     compiled, _ = torch.compile(attn)(x)
     assert_same(compiled, eager, (x, *attn.parameters()), atol=1e-6)
+
+
+def test_tiled_euclid_runs_uncompiled_where_compiling_fails(monkeypatch):
+    """Without a working compiler the tile functions run eagerly, with one warning, and give the same numbers."""
+    def failing_compile(fn):
+        def compiled(*args):
+            raise torch._dynamo.exc.BackendCompilerFailed(fn, RuntimeError("no C++ compiler"), None)
+        return compiled
+
+    monkeypatch.setattr(euclid_tiled.torch, "compile", failing_compile)
+    tile_scores = euclid_tiled.fused(euclid_tiled.tile_scores)
+    args = (torch.randn(2, 9, 4), torch.rand(2, 1, 4), torch.rand(2, 9, 1), None, 0.5, EPS)
+    with pytest.warns(UserWarning, match="no C\\+\\+ compiler"):
+        first = tile_scores(*args)
+    for a, b in zip(first, euclid_tiled.tile_scores(*args)):
+        torch.testing.assert_close(a, b)
+    tile_scores(*args)  # eager from now on: no second attempt, no second warning

@@ -16,6 +16,9 @@ Gradients (g is dLoss/d(squared distance), a tile's worth at a time)::
 
 from __future__ import annotations
 
+import warnings
+from typing import Callable
+
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
@@ -82,9 +85,25 @@ def tile_grads(logits: Tensor, top: Tensor, slope: Tensor, dp_t: Tensor):
     return p_t, g_t, g_t.sum(-2, keepdim=True), g_t.sum(-1, keepdim=True)
 
 
+def fused(fn: Callable) -> Callable:
+    """``fn`` compiled by ``torch.compile``; where compiling fails (no C++ compiler, say), ``fn`` itself,
+    after one warning: slower, same numbers."""
+    state = {"fn": torch.compile(fn)}
+
+    def call(*args):
+        try:
+            return state["fn"](*args)
+        except torch._dynamo.exc.BackendCompilerFailed as error:
+            warnings.warn(f"torch.compile failed for {fn.__name__}, running it uncompiled (slower): {error}", stacklevel=2)
+            state["fn"] = fn
+            return fn(*args)
+
+    return call
+
+
 # Each is one or two fused loops over a cached tile; z is materialised once per pass rather than recomputed per loop.
-_tile_logits, _tile_numerators = torch.compile(tile_logits), torch.compile(tile_numerators)
-_tile_scores, _tile_grads = torch.compile(tile_scores), torch.compile(tile_grads)
+_tile_logits, _tile_numerators = fused(tile_logits), fused(tile_numerators)
+_tile_scores, _tile_grads = fused(tile_scores), fused(tile_grads)
 
 
 def tiles(q: Tensor, keys: int):
