@@ -14,7 +14,7 @@ A, B, C and reports medians; ``--compile`` adds A with ``module.compile=true``: 
 its fit time minus A's, and the median steps compare.
 
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
-    ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --task vit --epochs 2 --steps 150
+    ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --task vit --epochs 2 --steps 200 --repeats 2
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 softmax(1 / (||q - k|| * scale + eps)) v never exists as a whole (B, H, Lq, Lk) matrix: the
 forward pass walks over tiles of queries (every key of a tile's queries at once) and keeps
-nothing but q, k, v; the backward pass recomputes each tile's softmax from q.k in the
+nothing but q, k, v and a view of the mask; the backward pass recomputes each tile's softmax from q.k in the
 keys-by-queries layout (so every matmul reads its operands in the order BLAS is fastest at)
 and adds up dq, dk, dv. A tile's element-wise work is fused by ``torch.compile`` (compiled on
 first use, cached across runs). Memory is O(tile), like flash attention.
@@ -25,8 +25,6 @@ from torch.autograd.function import once_differentiable
 
 CPU_TILE_SCORES = 1 << 17  # scores per tile (512 KiB of float32): a tile and its siblings stay in a core's cache
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles (few kernel launches)
-
-
 TINY = 1e-30  # squared distances below this count as 0 for the gradient of the square root
 
 
