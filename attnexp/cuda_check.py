@@ -13,7 +13,7 @@ def plain_cuda_check_without_driver() -> bool:
 
     Lightning turns the NVML-based check on so that asking whether CUDA is available never
     initialises CUDA before a fork. torch's Adam asks at every ``step()``, and without a driver
-    each NVML check tries to load the missing ``libnvidia-ml`` again: about 0.2 ms a step, a
+    each NVML check tries to load the missing ``libnvidia-ml`` again: about 0.17 ms a step, a
     tenth of a small model's training step on a CPU. With no driver there is no CUDA to
     initialise, so the plain check is as fork-safe and costs microseconds. ROCm builds are left
     alone: their GPUs run without libnvidia-ml.
