@@ -104,8 +104,16 @@ _tile_logits, _tile_numerators = fused(tile_logits), fused(tile_numerators)
 _tile_scores, _tile_grads = fused(tile_scores), fused(tile_grads)
 
 
+def squared_norms(x: Tensor) -> Tensor:
+    """||x||^2 of every row, without an (N, L, D) temporary.  # (N, L, D) -> (N, L)"""
+    return torch.linalg.vecdot(x, x)
+
+
 def tiles(q: Tensor, keys: int):
-    """(group slice, query slice) pairs covering q's (N, Lq), each tile about CPU/GPU_TILE_SCORES scores."""
+    """(group slice, query slice) pairs covering q's (N, Lq), each tile about CPU/GPU_TILE_SCORES scores.
+
+    A tile holds several groups only when it holds all their queries, so ``t[g, r]`` of a
+    contiguous (N, Lq, D) tensor is contiguous (a valid ``out=``)."""
     groups, queries = q.shape[:2]
     budget = CPU_TILE_SCORES if q.device.type == "cpu" else GPU_TILE_SCORES
     rows = max(1, min(queries, budget // keys))
@@ -130,14 +138,13 @@ class TiledEuclidAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, heads: int, scale: float, eps: float) -> Tensor:
-        q_sq, k_sq = (q * q).sum(-1, keepdim=True), (k * k).sum(-1).unsqueeze(-2)  # (N, Lq, 1), (N, 1, Lk)
+        q_sq, k_sq = squared_norms(q).unsqueeze(-1), squared_norms(k).unsqueeze(-2)  # (N, Lq, 1), (N, 1, Lk)
         out = q.new_empty(q.shape[:-1] + v.shape[-1:])  # (N, Lq, Dv)
         for g, r in tiles(q, k.shape[1]):
             dot = torch.bmm(q[g, r], k[g].transpose(1, 2))  # (n, c, Lk)
             p, total = _tile_numerators(*_tile_logits(dot, q_sq[g, r], k_sq[g], mask_tile(mask, heads, g, r), scale, eps))
-            total = total.clamp_min(torch.finfo(total.dtype).tiny)
-            out[g, r] = torch.bmm(p, v[g]) / total
-        ctx.save_for_backward(q, k, v, mask)
+            torch.bmm(p, v[g], out=out[g, r]).div_(total.clamp_min(torch.finfo(total.dtype).tiny))
+        ctx.save_for_backward(q, k, v, mask, q_sq, k_sq)
         ctx.heads, ctx.scale, ctx.eps = heads, scale, eps
         return out
 
@@ -149,9 +156,9 @@ class TiledEuclidAttention(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, dout: Tensor):
-        q, k, v, mask = ctx.saved_tensors
-        q_sq, k_sq = (q * q).sum(-1).unsqueeze(-2), (k * k).sum(-1, keepdim=True)  # (N, 1, Lq), (N, Lk, 1)
-        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        q, k, v, mask, q_sq, k_sq = ctx.saved_tensors
+        q_sq, k_sq = q_sq.transpose(1, 2), k_sq.transpose(1, 2)  # (N, 1, Lq), (N, Lk, 1)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         g_keys = torch.zeros_like(k_sq)  # colsum(g): (N, Lk, 1)
         for g, r in tiles(q, k.shape[1]):
             dot_t = torch.bmm(k[g], q[g, r].transpose(1, 2))  # (n, Lk, c)
@@ -160,8 +167,9 @@ class TiledEuclidAttention(torch.autograd.Function):
             mask_t = None if mask_t is None else mask_t.transpose(1, 2)
             scores = _tile_scores(dot_t, q_sq[g, :, r], k_sq[g], mask_t, ctx.scale, ctx.eps)
             p_t, g_t, g_rows, g_cols = _tile_grads(*scores, dp_t)
-            dv[g].baddbmm_(p_t, dout[g, r])
-            dk[g].baddbmm_(g_t, q[g, r], alpha=-1.0)
+            first = 0.0 if r.start == 0 else 1.0  # the first row tile of a group writes dk, dv; the others add
+            dv[g].baddbmm_(p_t, dout[g, r], beta=first)
+            dk[g].baddbmm_(g_t, q[g, r], beta=first, alpha=-1.0)
             g_keys[g] += g_cols
             torch.mul(q[g, r], g_rows.transpose(1, 2), out=dq[g, r]).baddbmm_(g_t.transpose(1, 2), k[g], alpha=-1.0)
         return dq.mul_(2.0), dk.addcmul_(g_keys, k).mul_(2.0), dv, None, None, None, None
