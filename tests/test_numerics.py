@@ -66,9 +66,10 @@ def test_fully_masked_rows_give_zeros(cls):
         assert torch.isfinite(x.grad).all()
 
 
-@pytest.mark.parametrize("variant", ["dot", "euclid"])
-def test_bf16_training_run_is_finite(cli, variant):
-    root, _ = cli(f"model={variant}", "trainer.precision=bf16-mixed", *FAST)
+@pytest.mark.parametrize("variant, precision", [("dot", "bf16-mixed"), ("euclid", "bf16-mixed"), ("euclid", "bf16-true")])
+def test_bf16_training_run_is_finite(cli, variant, precision):
+    """Training, the figures and the test all run at the trainer's precision (bf16-true: bf16 weights too)."""
+    root, _ = cli(f"model={variant}", f"trainer.precision={precision}", *FAST)
     (run,) = run_dirs(root / "outputs")
     record = read_metrics(run)
     assert record["status"] == "ok"

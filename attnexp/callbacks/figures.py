@@ -76,14 +76,15 @@ def figure_writers(trainer: pl.Trainer) -> list:
 
 
 def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
-    """The network in eval mode on ``x``, returning logits and each layer's weights; its mode is restored."""
-    net = pl_module.net
+    """The network in eval mode on ``x`` at the trainer's precision, returning float32 logits and each
+    layer's weights; its mode is restored."""
+    net, precision = pl_module.net, pl_module.trainer.precision_plugin
     was_training = net.training
     net.eval()
-    with torch.no_grad():
-        logits, maps = net(x.to(pl_module.device), need_weights=True)
+    with torch.no_grad(), precision.forward_context():
+        logits, maps = net(precision.convert_input(x.to(pl_module.device)), need_weights=True)
     net.train(was_training)
-    return logits, maps
+    return logits.float(), [m if m is None else m.float() for m in maps]
 
 
 def write_figures(writers: list, figures: dict[str, plt.Figure], step: int) -> None:
