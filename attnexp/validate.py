@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import torch
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.errors import AttnexpError
@@ -45,12 +47,32 @@ def validate_config(cfg: DictConfig) -> None:
                 f"{key}={got} is not allowed: {key} must be {allowed}. "
                 f"Fix the override, e.g. {key}={_example(key, kind)}, or check the config group file that sets it."
             )
+    check_optimizer_arguments(cfg)
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise AttnexpError(
             f"trainer.accelerator={accelerator} asks for a GPU, but PyTorch sees none on this machine "
             f"(torch.cuda.is_available() is False; torch {torch.__version__}). Use trainer=cpu, or "
             "trainer=default to pick whatever accelerator is present."
+        )
+
+
+def check_optimizer_arguments(cfg: DictConfig) -> None:
+    """Every key of ``module.optimizer`` must be an argument of its class: switching ``_target_``
+    keeps the default's keys (``fused``, say), which not every optimizer takes."""
+    node = OmegaConf.select(cfg, "module.optimizer", default=None)
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    try:
+        params = inspect.signature(get_object(node._target_)).parameters
+    except Exception:  # an unknown class: instantiating it reports that
+        return
+    unknown = [k for k in node if not str(k).startswith("_") and k not in params]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise AttnexpError(
+            f"module.optimizer sets {', '.join(map(str, unknown))}, which {node._target_} does not take "
+            f"(it takes {', '.join(k for k in params if k != 'params')}). Remove the key with "
+            f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
         )
 
 
