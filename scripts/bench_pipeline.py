@@ -1,16 +1,18 @@
 """Training-pipeline benchmark: the runner vs the classic Dataset/DataLoader pipeline vs a plain loop.
 
-A task's model and data three ways in one process:
+A task's model and data four ways in one process:
 (A) the runner: the real Hydra config, composed and passed to ``attnexp.train.train``;
 (B) classic: a per-item Dataset (a tensor from a float array and patch cutting in ``__getitem__``;
     for text, a window sliced from the token array), ``DataLoader(shuffle=True)`` at the task's
     batch size, a Lightning Trainer with default settings;
-(C) a minimal hand-written PyTorch loop over the runner's pre-cut tensors.
+(C) a minimal hand-written PyTorch loop over the runner's pre-cut tensors;
+(L) Lightning's own floor: A's module and data module in a Trainer without checkpoints, logger,
+    progress bar, model summary or callbacks (what A/C cannot go below while Lightning runs the loop).
 Each trains the same network from the same initial weights with the same optimizer (and schedule),
 validates every epoch and tests at the end. Tasks (``--task``): ``mnist`` (the one-layer attention
 model, ``model=dot data=mnist``, batch 64), ``vit`` (``experiment=vit_mnist``, batch 128) and ``lm``
 (char-level next-token model on tinyshakespeare, context 128, batch 64). ``--repeats`` alternates
-A, B, C and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
+A, B, C, L and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
 its fit time minus A's, and the median steps compare.
 
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
@@ -145,6 +147,21 @@ def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModul
     return {"seconds": seconds, "samples": samples, "test_acc": acc}
 
 
+def bare(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path) -> dict[str, float]:
+    """(L) the runner's module and data module in a Trainer with every optional feature off."""
+    module = instantiate(cfg.module, net=new_net(cfg, dm))
+    trainer = pl.Trainer(
+        max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out), logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    seconds = time.perf_counter() - started
+    acc = trainer.test(module, datamodule=dm, verbose=False)[0]["test/acc"]
+    samples = args.epochs * trainer.num_training_batches * dm.batch_size  # num_training_batches honours --steps
+    return {"seconds": seconds, "samples": samples, "test_acc": acc}
+
+
 def loop(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule) -> dict[str, float]:
     """(C) a minimal hand-written loop over the pre-cut tensors: train, validate each epoch, test."""
     net = new_net(cfg, dm)
@@ -205,7 +222,8 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o), "C loop": lambda o: loop(args, cfg, dm)}
+            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o), "C loop": lambda o: loop(args, cfg, dm),
+                    "L bare": lambda o: bare(args, cfg, dm, o)}
             if args.compile:
                 runs["A compile"] = lambda o: runner(args, o, compile=True)
             for name, run in runs.items():
@@ -226,10 +244,11 @@ def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
     print(f"{'pipeline':<12}{'samples/s':>11}{'seconds':>9}{'test acc':>10}")
     for name, m in med.items():
         print(f"{name:<12}{m['samples_per_s']:>11.0f}{m['seconds']:>9.1f}{m['test_acc']:>10.4f}")
-    a, b, c = med["A runner"], med["B classic"], med["C loop"]
+    a, b, c, floor = med["A runner"], med["B classic"], med["C loop"], med["L bare"]
     print(f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x (target >= 3)   "
           f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.2)   "
           f"A total wall incl. data, test, figures {a['wall_s']:.1f} s")
+    print(f"Lightning's floor: L/C time {floor['seconds'] / c['seconds']:.2f}x; A/L {a['seconds'] / floor['seconds']:.2f}x (the runner's callbacks, logger, checkpoints)")
     if "A compile" in med:
         m = med["A compile"]
         print(f"A compile: fit {m['seconds']:.1f} s = {m['seconds'] / a['seconds']:.2f}x A: {m['seconds'] - a['seconds']:.1f} s of compiling "
