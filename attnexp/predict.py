@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,16 +13,17 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from attnexp.data.vocabulary import Vocabulary, detokenize, tokenize
-from attnexp.errors import AttnexpError
+from attnexp.errors import EXIT_CODES, AttnexpError, explain
 from attnexp.train import CONFIG_DIR, build_net
 
 
 def find_checkpoint(run: Path, checkpoint: str) -> Path:
-    """``best`` (the run's best-by-val/acc file), ``last``, or a path to a ``.ckpt`` file."""
+    """``best`` (the run's best-by-val/acc file, else ``last``), ``last``, or a path to a ``.ckpt`` file.
+    A mid-epoch ``interrupted.ckpt`` is used only when named as a path."""
     folder = run / "checkpoints"
     if checkpoint == "best":
-        found = sorted((p for p in folder.glob("*.ckpt") if p.name != "last.ckpt"), key=lambda p: p.stat().st_mtime)
-        found = found or sorted(folder.glob("last.ckpt"))
+        best = (p for p in folder.glob("*.ckpt") if p.name not in ("last.ckpt", "interrupted.ckpt"))
+        found = sorted(best, key=lambda p: p.stat().st_mtime) or sorted(folder.glob("last.ckpt"))
     else:
         path = folder / "last.ckpt" if checkpoint == "last" else Path(checkpoint)
         found = [path] if path.is_file() else []
@@ -29,6 +31,8 @@ def find_checkpoint(run: Path, checkpoint: str) -> Path:
         raise AttnexpError(
             f"No checkpoint {checkpoint!r} for run={run}: looked in {folder}. Pass the folder of a finished "
             "training run (it holds .hydra/ and checkpoints/), and checkpoint=best, last or a path to a .ckpt file."
+            + (f" The run was interrupted before an epoch ended: checkpoint={folder / 'interrupted.ckpt'} loads "
+               "its mid-epoch state." if (folder / "interrupted.ckpt").is_file() else "")
         )
     return found[-1]
 
@@ -112,8 +116,14 @@ def predict(cfg: DictConfig) -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="predict")
 def main(cfg: DictConfig) -> Any:
-    """Console script ``attnexp-predict``."""
-    print(predict(cfg))
+    """Console script ``attnexp-predict``; a bad run folder, prompt or setting gets one paragraph and exit status 2."""
+    try:
+        print(predict(cfg))
+    except AttnexpError as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input"]) from None
 
 
 if __name__ == "__main__":

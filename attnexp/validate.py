@@ -18,7 +18,7 @@ RULES: list[tuple[str, type, Callable[[Any], bool], str]] = [
     ("trainer.max_steps", int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit"),
     ("data.batch_size", int, lambda v: v > 0, "a positive integer"),
     ("data.eval_batch_size", int, lambda v: v > 0, "a positive integer"),
-    ("data.val_size", int, lambda v: v >= 0, "an integer >= 0"),
+    ("data.val_size", int, lambda v: v > 0, "a positive integer (validation picks the best checkpoint)"),
     ("data.patch_size", int, lambda v: v > 0, "a positive integer that divides the image size"),
     ("module.optimizer.lr", float, lambda v: v > 0, "a positive number such as 3e-3"),
     ("model.heads", int, lambda v: v > 0, "a positive integer that divides the token width"),
@@ -48,6 +48,7 @@ def validate_config(cfg: DictConfig) -> None:
                 f"Fix the override, e.g. {key}={_example(key, kind)}, or check the config group file that sets it."
             )
     check_optimizer_arguments(cfg)
+    check_schedule_length(cfg)
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise AttnexpError(
@@ -73,6 +74,21 @@ def check_optimizer_arguments(cfg: DictConfig) -> None:
             f"module.optimizer sets {', '.join(map(str, unknown))}, which {node._target_} does not take "
             f"(it takes {', '.join(k for k in params if k != 'params')}). Remove the key with "
             f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
+        )
+
+
+def check_schedule_length(cfg: DictConfig) -> None:
+    """A cosine schedule's length ``T_max`` (trainer.max_epochs by default) must be a positive number of epochs."""
+    node = OmegaConf.select(cfg, "module.scheduler", default=None)
+    if not isinstance(node, DictConfig) or "T_max" not in node:
+        return
+    t_max = node.T_max
+    if not _typed(t_max, int) or t_max <= 0:
+        raise AttnexpError(
+            f"module.scheduler.T_max={t_max} is not allowed: the cosine schedule anneals the learning rate over "
+            "T_max epochs (trainer.max_epochs unless set), so it must be a positive integer. When training by "
+            "trainer.max_steps with trainer.max_epochs=-1, set module.scheduler.T_max to the number of epochs "
+            "those steps make, or drop the schedule with module/scheduler=null."
         )
 
 

@@ -71,6 +71,21 @@ def test_option_composes_and_instantiates(group, option, tmp_path):
         )
 
 
+@pytest.mark.parametrize("option", options("module/scheduler"))
+def test_scheduler_is_picked_without_plus(option, tmp_path):
+    cfg = compose_cfg([f"module/scheduler={option}"], tmp_path)
+    module = instantiate(cfg.module, net=instantiate(cfg.net, **instantiate(cfg.data).spec))
+    schedule = module.configure_optimizers()["lr_scheduler"]
+    assert type(schedule["scheduler"]).__name__ == cfg.module.scheduler._target_.rsplit(".", 1)[-1]
+    assert schedule["strict"] is False  # an epoch without validation (check_val_every_n_epoch > 1) keeps the rate
+
+
+@pytest.mark.parametrize("option", options("trainer"))
+def test_the_data_sampler_splits_across_ranks_itself(option, tmp_path):
+    """The data's batch sampler already gives each rank its share: Lightning must not split it again."""
+    assert compose_cfg([f"trainer={option}"], tmp_path).trainer.use_distributed_sampler is False
+
+
 @pytest.mark.parametrize("data,net", [("digits", "PatchClassifier"), ("mnist", "PatchClassifier"),
                                       ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel")])
 def test_data_picks_its_network(data, net, tmp_path):

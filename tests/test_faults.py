@@ -60,6 +60,7 @@ def test_kill9_then_resume_equals_uninterrupted_run(tmp_path):
     expected, resumed = read_metrics(run_dirs(whole / "outputs")[0]), read_metrics(run)
     assert resumed["status"] == "ok"
     assert {k: resumed[k] for k in FINAL} == {k: expected[k] for k in FINAL}
+    assert resumed["seconds_per_epoch"] * 2 == pytest.approx(resumed["fit_s"], abs=0.01)  # the 2 epochs left after epoch 1
     # a finished run is skipped when resumed again
     mtime = (run / "metrics.json").stat().st_mtime
     run_cli(broken, *SLOW, "resume=true")

@@ -10,6 +10,8 @@ import sys
 import pytest
 import torch
 
+from attnexp.errors import AttnexpError
+from attnexp.predict import find_checkpoint
 from conftest import REPO, read_metrics, run_dirs
 from test_cli_runs import read_events
 
@@ -45,7 +47,23 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     assert not list(run.glob("predict*")) and not (run / ".hydra" / "predict.yaml").exists()  # predicting writes nothing
 
     proc = run_predict(run, 'prompt="zorro lobo"')
-    assert proc.returncode != 0 and "has no token the model knows" in proc.stderr
+    assert proc.returncode == 2 and "has no token the model knows" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_best_checkpoint_is_never_the_interrupted_one(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for age, name in enumerate(["interrupted.ckpt", "last.ckpt", "epoch001-acc0.5000.ckpt"]):
+        (folder / name).write_bytes(b"")
+        os.utime(folder / name, (1e9 - age, 1e9 - age))  # the interrupted state is the newest file
+    assert find_checkpoint(tmp_path, "best").name == "epoch001-acc0.5000.ckpt"
+    (folder / "epoch001-acc0.5000.ckpt").unlink()
+    assert find_checkpoint(tmp_path, "best").name == "last.ckpt"
+    (folder / "last.ckpt").unlink()
+    with pytest.raises(AttnexpError, match="interrupted before an epoch ended"):
+        find_checkpoint(tmp_path, "best")
+    assert find_checkpoint(tmp_path, str(folder / "interrupted.ckpt")).name == "interrupted.ckpt"
 
 
 def test_char_level_run_on_a_small_file(cli, tmp_path):

@@ -54,6 +54,18 @@ def test_failing_job_is_recorded_and_others_run(cli):
     assert rows["model.heads=3"]["status"].startswith("seed 0 failed: ValueError: dim=4 is not divisible by heads=3")
 
 
+def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
+    """test=false: a job is done when fit ends. Validating every other epoch: the plateau schedule skips the others."""
+    root, proc = cli("--multirun", "model=dot,se", "test=false", "module/scheduler=plateau", "trainer.max_epochs=2",
+                     "trainer.check_val_every_n_epoch=2", "paths.log_dir=outputs", QUIET)
+    sweep = sweep_dir(root)
+    assert not any("paths.log_dir" in p.name for p in run_dirs(sweep))  # the root is not part of a job's name
+    records = [read_metrics(p) for p in run_dirs(sweep)]
+    assert len(records) == 2 and all(r["status"] == "ok" and "test/acc" not in r and r["epochs"] == 2 for r in records)
+    rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
+    assert {row["status"] for row in rows.values()} == {"ok"} and all(float(row["val/acc_best"]) > 0 for row in rows.values())
+
+
 def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
     from conftest import run_cli
 

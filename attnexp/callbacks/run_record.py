@@ -66,16 +66,16 @@ class RunRecord(pl.Callback):
     """Keeps ``metrics.json`` in the run folder up to date.
 
     ``status`` is ``running`` while training, ``trained`` after fit, ``ok``
-    after test; ``failed`` or ``diverged`` (with ``error``) or ``interrupted``
+    after test (after fit when ``test`` is false: no test follows); ``failed`` or ``diverged`` (with ``error``) or ``interrupted``
     (a checkpoint of the last completed step is saved as
     ``checkpoints/interrupted.ckpt``) if the run stops early. Final metrics appear under their logged names (``test/acc``).
     """
 
-    def __init__(self, output_dir: str) -> None:
-        self.output_dir = Path(output_dir)
+    def __init__(self, output_dir: str, test: bool = True) -> None:
+        self.output_dir, self.test = Path(output_dir), test
         self.path = self.output_dir / "metrics.json"
         self.started = time.perf_counter()
-        self.fit_seconds = 0.0
+        self.fit_seconds, self.first_epoch = 0.0, 0
         self.samples = 0
         self.record: dict[str, Any] = {}
 
@@ -103,6 +103,9 @@ class RunRecord(pl.Callback):
         self.fit_started = time.perf_counter()
         self._write(trainer, "running")
 
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.samples += len(batch[0])
 
@@ -111,17 +114,22 @@ class RunRecord(pl.Callback):
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_seconds = time.perf_counter() - self.fit_started
-        epochs = max(1, trainer.current_epoch)
+        epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
         self._write(
             trainer,
-            "trained",
+            "trained" if self.test else "ok",
             fit_s=round(self.fit_seconds, 3),
             seconds_per_epoch=round(self.fit_seconds / epochs, 3),
             train_samples_per_s=round(self.samples / max(self.fit_seconds, 1e-9), 1),
         )
+        if not self.test:
+            self._write_hparams(trainer)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._write(trainer, "ok")
+        self._write_hparams(trainer)
+
+    def _write_hparams(self, trainer: pl.Trainer) -> None:
         metrics = {k: v for k, v in self.record.items() if k in FINAL_KEYS and math.isfinite(v)}
         for logger in trainer.loggers:
             if self.hparams and isinstance(logger, TensorBoardLogger) and trainer.is_global_zero:
