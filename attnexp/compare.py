@@ -1,7 +1,8 @@
 """Summaries of finished runs: a table per configuration (seeds grouped) and comparison plots.
 
 Used at the end of every sweep and by ``attnexp-compare RUN_OR_SWEEP_FOLDER...``.
-Reads each run's metrics.json, .hydra/overrides.yaml and TensorBoard events; trains nothing.
+Reads each run's metrics.json, .hydra/overrides.yaml and TensorBoard events (or the CSV logger's
+metrics.csv); trains nothing.
 """
 
 from __future__ import annotations
@@ -58,9 +59,13 @@ def find_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 
 def val_curve(folder: Path) -> list[tuple[int, float]]:
-    """``val/acc`` per epoch from the run's TensorBoard events (the last value logged for each epoch)."""
+    """``val/acc`` per epoch from the run's TensorBoard events, else from ``metrics.csv`` (``logger=csv``);
+    the last value logged for each epoch."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    if not any(folder.glob("events.out.tfevents.*")) and (folder / "metrics.csv").is_file():
+        with (folder / "metrics.csv").open(newline="") as f:
+            return sorted({int(r["epoch"]): float(r["val/acc"]) for r in csv.DictReader(f) if r.get("val/acc")}.items())
     by_step: dict[int, float] = {}
     epochs: dict[int, int] = {}
     for events in sorted(folder.glob("events.out.tfevents.*")):

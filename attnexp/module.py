@@ -95,9 +95,11 @@ class ClassifierModule(pl.LightningModule):
     def _check_finite(self) -> None:
         step = int(self.first_bad_step)
         if step >= 0:
+            kept = ("checkpoints/last.ckpt still holds the last good epoch" if self.current_epoch > 0
+                    else "no epoch had finished, so no checkpoint was written")
             raise DivergedError(
                 f"The training loss became NaN or infinite at step {step} (epoch {self.current_epoch}). "
-                "Training stopped; checkpoints/last.ckpt still holds the last good epoch. Usual causes: "
+                f"Training stopped; {kept}. Usual causes: "
                 "a learning rate that is too high (module.optimizer.lr), or 16-bit precision overflow "
                 "(try trainer.precision=32-true or bf16-mixed); trainer.gradient_clip_val=1.0 also helps."
             )

@@ -63,6 +63,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         check_checkpoint(ckpt_path, module)
     callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    if not logger:  # logger=none: the learning-rate monitor has nowhere to write
+        callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}

@@ -25,6 +25,7 @@ CASES = {
     "heads larger than dim": (["model.heads=8"], ["heads must be between 1 and dim=4"], 2),
     "empty val split": (["data.val_size=0"], ["data.val_size=0 is not allowed", "positive integer"], 2),
     "cosine without epochs": (["module/scheduler=cosine", "trainer.max_epochs=-1", "trainer.max_steps=8"], ["module.scheduler.T_max=-1 is not allowed", "module/scheduler=null"], 2),
+    "corpus context": (["data=corpus", "data.context=64"], ["data.context<=56, data=text data.path=FILE"], 2),
     "optimizer argument": (["module.optimizer._target_=torch.optim.RMSprop"], ["module.optimizer sets fused", "~module.optimizer.fused"], 2),
     "output not writable": (["paths.log_dir=/dev/null/out"], ["Cannot write run output", "paths.log_dir="], 2),
 }

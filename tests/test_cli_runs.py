@@ -56,6 +56,18 @@ def read_events(run) -> tuple[dict[str, list[float]], set[str], set[str]]:
     return scalars, images, hparam_metrics
 
 
+def test_logger_none_trains_and_records(cli):
+    root, _ = cli("logger=none", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0")
+    (run,) = run_dirs(root / "outputs")
+    assert read_metrics(run)["status"] == "ok" and not list(run.rglob("events.out.tfevents.*"))
+
+
+def test_step_level_loss_when_asked_for(cli):
+    root, _ = cli("module.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
+    scalars, _, _ = read_events(run_dirs(root / "outputs")[0])
+    assert len(scalars["train/loss_step"]) == 3 and len(scalars["train/loss"]) == 1  # steps 0, 2, 4 and the epoch
+
+
 def test_tensorboard_has_epoch_scalars_hparams_and_figures(cli):
     root, _ = cli("model=euclid", "trainer.max_epochs=2", "callbacks.progress_bar.refresh_rate=0")
     (run,) = run_dirs(root / "outputs")

@@ -120,3 +120,16 @@ def test_launcher_configs_compose(launcher, target):
     assert cfg.hydra.launcher._target_.endswith(target)
     if launcher == "slurm":
         assert cfg.hydra.launcher.timeout_min == 240 and cfg.hydra.launcher.gpus_per_node == 1
+
+
+def test_curves_come_from_the_csv_logger_without_tensorboard(tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    from attnexp.compare import val_curve
+
+    logger = CSVLogger(save_dir=tmp_path, name="", version="")  # as configs/logger/csv.yaml writes it
+    for step, (epoch, acc) in enumerate([(0, 0.5), (0, 0.6), (1, 0.7)]):
+        logger.log_metrics({"val/acc": acc, "epoch": epoch}, step=step)
+        logger.log_metrics({"train/loss": 1.0, "epoch": epoch}, step=step)  # rows without val/acc are skipped
+    logger.save()
+    assert val_curve(tmp_path) == [(0, 0.6), (1, 0.7)]

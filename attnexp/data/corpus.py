@@ -32,6 +32,9 @@ class CorpusDataModule(TextDataModule):
         self.repeats = max(1, repeats)
         self.path = "the toy corpus"
 
+    def more_tokens_hint(self) -> str:
+        return "data=text data.path=FILE for a longer text of your own"
+
     def read_tokens(self) -> list[str]:
         return tokenize(" ".join(f"{BOS} {s} {EOS}" for s in SENTENCES), "word")
 

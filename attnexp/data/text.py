@@ -117,9 +117,12 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         raise AttnexpError(
             f"data.context={self.context} is longer than the text allows: {self.path} has {total} {self.level} "
             f"tokens (train / val / test: {sizes}), and every part needs context + 1 = {self.context + 1} "
-            f"tokens (a window and the token after it). Use {fix}a longer text"
-            f"{', or data.level=char (more tokens from the same text)' if self.level == 'word' else ''}."
+            f"tokens (a window and the token after it). Use {fix}{self.more_tokens_hint()}."
         )
+
+    def more_tokens_hint(self) -> str:
+        """How to get more tokens, for the message about a context that is too long."""
+        return f"a longer text{', or data.level=char (more tokens from the same text)' if self.level == 'word' else ''}"
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
