@@ -105,7 +105,12 @@ def main(cfg: DictConfig) -> Any:
         status = record_failure(cfg, err)
         if status == "failed" and is_bad_input(err):
             status = "bad_input"
-        log.error(f"Run {status.replace('_', ' ')}: {explain(err)}")
+        reason = (
+            "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; "
+            "the same command with resume=true continues from the last finished epoch."
+            if status == "interrupted" else explain(err)
+        )
+        log.error(f"Run {status.replace('_', ' ')}: {reason}")
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if status != "interrupted" and HydraConfig.get().mode == RunMode.MULTIRUN:

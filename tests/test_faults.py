@@ -77,7 +77,7 @@ def test_signal_saves_checkpoint_and_marks_interrupted(tmp_path, sig):
     assert proc.returncode == 130, out[-2000:]
     assert read_metrics(run)["status"] == "interrupted"
     assert (run / "checkpoints" / "interrupted.ckpt").exists() and (run / "checkpoints" / "last.ckpt").exists()
-    assert "Traceback" not in out
+    assert "Traceback" not in out and "Run interrupted: stopped by Ctrl-C or SIGTERM" in out
 
 
 def test_same_seed_gives_identical_metrics(tmp_path):

@@ -120,7 +120,7 @@ class RunRecord(pl.Callback):
             "trained" if self.test else "ok",
             fit_s=round(self.fit_seconds, 3),
             seconds_per_epoch=round(self.fit_seconds / epochs, 3),
-            train_samples_per_s=round(self.samples / max(self.fit_seconds, 1e-9), 1),
+            train_samples_per_s=round(self.samples * trainer.world_size / max(self.fit_seconds, 1e-9), 1),  # ranks get equal shares
         )
         if not self.test:
             self._write_hparams(trainer)
