@@ -66,9 +66,10 @@ class RunRecord(pl.Callback):
     """Keeps ``metrics.json`` in the run folder up to date.
 
     ``status`` is ``running`` while training, ``trained`` after fit, ``ok``
-    after test (after fit when ``test`` is false: no test follows); ``failed`` or ``diverged`` (with ``error``) or ``interrupted``
-    (a checkpoint of the last completed step is saved as
-    ``checkpoints/interrupted.ckpt``) if the run stops early. Final metrics appear under their logged names (``test/acc``).
+    after test (after fit when ``test`` is false: no test follows); ``failed``
+    or ``diverged`` (with ``error``) or ``interrupted`` (a checkpoint of the last
+    completed step is saved as ``checkpoints/interrupted.ckpt``) if the run stops
+    early. Final metrics appear under their logged names (``test/acc``).
     """
 
     def __init__(self, output_dir: str, test: bool = True) -> None:
