@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -58,6 +59,15 @@ def output_dir(resume: Any, root: str, new_dir: str, kind: str, *, _root_: Any) 
             folder = path.parent if kind == "sweep" else path.parent.parent
             candidates.append((path.stat().st_mtime, str(folder)))
     return max(candidates)[1] if candidates else new_dir
+
+
+def job_dirname(overrides: str, num: int) -> str:
+    """Resolver for a sweep job's folder name: its overrides (``hydra.job.override_dirname``) with ``/`` as
+    ``_``; where that is too long for a file name, ``job<num>_`` and a hash of it (the same for a resumed sweep)."""
+    name = str(overrides).replace("/", "_")
+    if len(name.encode()) <= 200:
+        return name
+    return f"job{num}_{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 
 
 def resume_point(output_dir: str | Path) -> tuple[str, str | None]:

@@ -21,11 +21,12 @@ from attnexp.callbacks.run_record import write_json
 from attnexp.checkpoints import check_checkpoint
 from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
-from attnexp.resume import output_dir, resume_point
+from attnexp.resume import job_dirname, output_dir, resume_point
 from attnexp.validate import validate_config
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
+OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
 log = logging.getLogger("attnexp")
 
 

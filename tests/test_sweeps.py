@@ -136,3 +136,22 @@ def test_curves_come_from_the_csv_logger_without_tensorboard(tmp_path):
         logger.log_metrics({"train/loss": 1.0, "epoch": epoch}, step=step)  # rows without val/acc are skipped
     logger.save()
     assert val_curve(tmp_path) == [(0, 0.6), (1, 0.7)]
+
+
+def test_overrides_too_long_for_a_folder_name_get_a_short_one(cli):
+    root, proc = cli("--multirun", "seed=0,1", f"+note={'x' * 300}", "trainer.max_epochs=1",
+                     "trainer.limit_train_batches=2", QUIET, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+    sweep = sweep_dir(root)
+    names = sorted(p.relative_to(sweep).as_posix() for p in run_dirs(sweep))
+    assert len(names) == 2 and all(n.startswith("job") and "/" not in n and len(n) < 40 for n in names), names
+    assert "2/2" in (sweep / "summary.md").read_text()
+
+
+def test_job_folder_names_are_one_level_and_stable():
+    from attnexp.resume import job_dirname
+
+    assert job_dirname("data.path=/a/b.txt,seed=0", 3) == "data.path=_a_b.txt,seed=0"  # one folder, not three
+    long = "note=" + "x" * 300
+    assert job_dirname(long, 3) == job_dirname(long, 3) != job_dirname(long + "y", 3)  # a resumed sweep finds it
+    assert job_dirname(long, 3).startswith("job3_") and job_dirname("", 0) == ""
