@@ -184,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", help="run folders or sweep folders (searched recursively)")
     parser.add_argument("--out", help="where to write the summary (default: the single folder given, else ./comparison)")
     args = parser.parse_args(argv)
+    missing = [f for f in args.folders if not Path(f).is_dir()]
+    if missing:
+        print(f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).", file=sys.stderr)
+        return 2
     runs = find_runs(args.folders)
     if not runs:
         print(f"No runs (folders with metrics.json) under: {', '.join(args.folders)}", file=sys.stderr)

@@ -155,3 +155,11 @@ def test_job_folder_names_are_one_level_and_stable():
     long = "note=" + "x" * 300
     assert job_dirname(long, 3) == job_dirname(long, 3) != job_dirname(long + "y", 3)  # a resumed sweep finds it
     assert job_dirname(long, 3).startswith("job3_") and job_dirname("", 0) == ""
+
+
+def test_compare_names_a_missing_folder(tmp_path, capsys):
+    from attnexp.compare import main
+
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert f"no such folder: {tmp_path / 'nowhere'}" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2 and "No runs" in capsys.readouterr().err  # a folder without runs
