@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
@@ -13,7 +12,7 @@ import hydra
 import pytorch_lightning as pl
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -22,7 +21,7 @@ from attnexp.checkpoints import check_checkpoint
 from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 from attnexp.resume import job_dirname, output_dir, resume_point
-from attnexp.validate import validate_config
+from attnexp.validate import unaccepted, validate_config
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
@@ -32,9 +31,8 @@ log = logging.getLogger("attnexp")
 
 def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> nn.Module:
     """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
-    params = inspect.signature(get_object(net_cfg._target_)).parameters
-    unknown = sorted(k for k in spec if k not in params)
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    unknown = unaccepted(net_cfg._target_, spec)
+    if unknown:
         raise AttnexpError(
             f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
             f"and the network takes no {unknown}. Text data (data=corpus, data=text) goes with net=lm, image data "

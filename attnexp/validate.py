@@ -58,6 +58,14 @@ def validate_config(cfg: DictConfig) -> None:
         )
 
 
+def unaccepted(target: str, keys: Any) -> list[str]:
+    """The ``keys`` that the callable ``target`` (a dotted path) takes no argument for."""
+    params = inspect.signature(get_object(target)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return sorted(str(k) for k in keys if k not in params)
+
+
 def check_optimizer_arguments(cfg: DictConfig) -> None:
     """Every key of ``module.optimizer`` must be an argument of its class: switching ``_target_``
     keeps the default's keys (``fused``, say), which not every optimizer takes."""
@@ -65,14 +73,14 @@ def check_optimizer_arguments(cfg: DictConfig) -> None:
     if not isinstance(node, DictConfig) or "_target_" not in node:
         return
     try:
-        params = inspect.signature(get_object(node._target_)).parameters
+        unknown = unaccepted(node._target_, [k for k in node if not str(k).startswith("_")])
     except Exception:  # an unknown class: instantiating it reports that
         return
-    unknown = [k for k in node if not str(k).startswith("_") and k not in params]
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    if unknown:
+        takes = [k for k in inspect.signature(get_object(node._target_)).parameters if k != "params"]
         raise AttnexpError(
-            f"module.optimizer sets {', '.join(map(str, unknown))}, which {node._target_} does not take "
-            f"(it takes {', '.join(k for k in params if k != 'params')}). Remove the key with "
+            f"module.optimizer sets {', '.join(unknown)}, which {node._target_} does not take "
+            f"(it takes {', '.join(takes)}). Remove the key with "
             f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
         )
 
