@@ -1,4 +1,5 @@
-"""The Lightning module: no host syncs per training step, ``compile`` changes nothing but speed, a cheap CUDA check."""
+"""The Lightning module: no host syncs per training step, ``compile`` changes nothing but speed, attributes
+behave as on any nn.Module, a cheap CUDA check."""
 
 from __future__ import annotations
 
@@ -48,6 +49,22 @@ def test_compile_keeps_checkpoint_keys_and_outputs():
     compiled.load_state_dict(eager.state_dict())
     x = batch()[0]
     torch.testing.assert_close(compiled(x), eager(x), atol=1e-5, rtol=1e-5)
+
+
+def test_attributes_register_as_on_any_module():
+    """The direct path for plain attributes leaves parameters, submodules and buffers registered."""
+    m = module()
+    m.train_count, m._current_fx_name = 7, "training_step"
+    assert (m.train_count, m._current_fx_name) == (7, "training_step") and "train_count" not in m._buffers
+    m.train_count = torch.nn.Parameter(torch.ones(2))  # a plain attribute becomes a parameter
+    assert "train_count" in m._parameters and "train_count" not in vars(m)
+    m.head = torch.nn.Linear(2, 2)
+    m.head = torch.nn.Identity()
+    assert isinstance(m._modules["head"], torch.nn.Identity) and "head" not in vars(m)
+    m.train_loss_sum = torch.full((), 3.0)
+    assert m._buffers["train_loss_sum"] == 3.0 and "train_loss_sum" not in vars(m)
+    with pytest.raises(TypeError):
+        m.train_loss_sum = 3.0  # a buffer takes tensors only, as on nn.Module
 
 
 @pytest.mark.parametrize(
