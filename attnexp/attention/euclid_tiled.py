@@ -84,16 +84,20 @@ def tile_grads(logits: Tensor, top: Tensor, slope: Tensor, dp_t: Tensor):
 
 
 def fused(fn: Callable) -> Callable:
-    """``fn`` compiled by ``torch.compile``; where compiling fails (no C++ compiler, say), ``fn`` itself,
-    after one warning: slower, same numbers."""
-    state = {"fn": torch.compile(fn)}
+    """``fn`` compiled by ``torch.compile`` at its first call (importing the compiler takes over a second,
+    which runs that never reach a tile should not pay); where compiling fails (no C++ compiler, say),
+    ``fn`` itself, after one warning: slower, same numbers."""
+    compiled: Callable | None = None
 
     def call(*args):
+        nonlocal compiled
+        if compiled is None:
+            compiled = torch.compile(fn)
         try:
-            return state["fn"](*args)
+            return compiled(*args)
         except torch._dynamo.exc.BackendCompilerFailed as error:
             warnings.warn(f"torch.compile failed for {fn.__name__}, running it uncompiled (slower): {error}", stacklevel=2)
-            state["fn"] = fn
+            compiled = fn
             return fn(*args)
 
     return call
