@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from attnexp.data.vocabulary import Vocabulary, detokenize, tokenize
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
+from attnexp.fast_exit import run_then_exit
 from attnexp.train import CONFIG_DIR, build_net
 
 
@@ -126,5 +127,10 @@ def main(cfg: DictConfig) -> Any:
         raise SystemExit(EXIT_CODES["bad_input"]) from None
 
 
+def cli() -> None:
+    """Console script ``attnexp-predict``: :func:`main`, then a quick exit (see :mod:`attnexp.fast_exit`)."""
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -20,6 +20,7 @@ from attnexp.callbacks.run_record import write_json
 from attnexp.checkpoints import check_checkpoint
 from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
+from attnexp.fast_exit import run_then_exit
 from attnexp.resume import job_dirname, output_dir, resume_point
 from attnexp.validate import unaccepted, validate_config
 
@@ -117,5 +118,10 @@ def main(cfg: DictConfig) -> Any:
         raise SystemExit(EXIT_CODES[status]) from None
 
 
+def cli() -> None:
+    """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.fast_exit`)."""
+    run_then_exit(main)
+
+
 if __name__ == "__main__":
-    main()
+    cli()
