@@ -117,7 +117,7 @@ def predict(cfg: DictConfig) -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="predict")
 def main(cfg: DictConfig) -> Any:
-    """Console script ``attnexp-predict``; a bad run folder, prompt or setting gets one paragraph and exit status 2."""
+    """The Hydra app behind ``attnexp-predict`` (:func:`cli`); a bad run folder, prompt or setting gets one paragraph and exit status 2."""
     try:
         print(predict(cfg))
     except AttnexpError as err:

@@ -93,7 +93,7 @@ def record_failure(cfg: DictConfig, err: BaseException) -> str:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Console script ``attnexp``; returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
+    """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
 
     A failing run is recorded in its metrics.json and explained in one
     paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the

@@ -98,7 +98,7 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
         self.splits = {name: (tokens[name], y.long()) for name, (_, y) in raw.items()}
 
     def to_tokens(self, images: Tensor) -> Tensor:
-        """Normalised images as the network sees them: patches if ``patch_size`` is set."""
+        """Images as the network sees them (contiguous): patches if ``patch_size`` is set."""
         return patchify(images, self.patch_size).contiguous() if self.patch_size else images.contiguous()
 
     def as_images(self, x: Tensor) -> Tensor:
