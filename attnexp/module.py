@@ -65,7 +65,7 @@ class ClassifierModule(pl.LightningModule):
     def __setattr__(self, name: str, value: Any) -> None:
         """Plain attributes that already exist are set directly, skipping nn.Module's parameter,
         module and buffer bookkeeping: Lightning sets a few (the running hook's name) around every
-        hook, about 40 times a training step, which cost 5% of a small model's step."""
+        hook, about 40 times a training step, which cost 3-5% of a small model's step."""
         if name in self.__dict__ and not isinstance(value, (Tensor, nn.Module)):
             object.__setattr__(self, name, value)
         else:
