@@ -1,10 +1,14 @@
 """Training-pipeline benchmark: the runner vs the classic Dataset/DataLoader pipeline vs a plain loop.
 
-A task's model and data four ways in one process:
+A task's model and data five ways in one process:
 (A) the runner: the real Hydra config, composed and passed to ``attnexp.train.train``;
 (B) classic: a per-item Dataset (a tensor from a float array and patch cutting in ``__getitem__``;
     for text, a window sliced from the token array), ``DataLoader(shuffle=True)`` at the task's
-    batch size, a Lightning Trainer with default settings;
+    batch size, a Lightning Trainer with default settings, and the module written the way the
+    Lightning docs and templates write it: training loss and accuracy updated as torchmetrics
+    and logged with ``self.log(..., on_epoch=True)`` at every step;
+(Bd) B's data pipeline and default Trainer with the runner's module (metrics summed on the device,
+    logged per epoch): how much of A/B is the data pipeline alone;
 (C) a minimal hand-written PyTorch loop over the runner's pre-cut tensors;
 (L) Lightning's own floor: A's module and data module in a Trainer without checkpoints, logger,
     progress bar, model summary or callbacks (what A/C cannot go below while Lightning runs the loop).
@@ -12,7 +16,7 @@ Each trains the same network from the same initial weights with the same optimiz
 validates every epoch and tests at the end. Tasks (``--task``): ``mnist`` (the one-layer attention
 model, ``model=dot data=mnist``, batch 64), ``vit`` (``experiment=vit_mnist``, batch 128) and ``lm``
 (char-level next-token model on tinyshakespeare, context 128, batch 64). ``--repeats`` alternates
-A, B, C, L and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
+A, B, Bd, C, L and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
 its fit time minus A's, and the median steps compare.
 
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
@@ -39,6 +43,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 from torch.utils.data import DataLoader, Dataset
+from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
 
 from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.data import patchify
@@ -133,9 +139,32 @@ def classic_items(dm: pl.LightningDataModule, split: str) -> Dataset:
     return ImageItems(dm.as_images(x).numpy(), y.numpy(), dm.patch_size)
 
 
-def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path) -> dict[str, float]:
-    """(B) the classic pipeline with a default Lightning Trainer."""
-    module = instantiate(cfg.module, net=new_net(cfg, dm))
+class PerStepLogging(ClassifierModule):
+    """(B) the runner's module with its training metrics kept the classic way: torchmetrics
+    updated and logged (``on_epoch=True``) at every training step, no divergence check."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.train_loss_metric, self.train_acc_metric = MeanMetric(), MulticlassAccuracy(self.net.num_classes, average="micro")
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, logits, y = self._step(batch)
+        self.train_loss_metric(loss)
+        self.train_acc_metric(logits, y)
+        self.log("train/loss", self.train_loss_metric, on_step=False, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_acc_metric, on_step=False, on_epoch=True, prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, *args) -> None:
+        pass
+
+    def on_train_epoch_end(self) -> None:
+        pass
+
+
+def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path, per_step_logging: bool) -> dict[str, float]:
+    """(B, Bd) the classic data pipeline with a default Lightning Trainer."""
+    module = instantiate(cfg.module, net=new_net(cfg, dm), **({"_target_": f"{__name__}.PerStepLogging"} if per_step_logging else {}))
     train_loader = DataLoader(classic_items(dm, "train"), batch_size=dm.batch_size, shuffle=True)
     val_loader, test_loader = (DataLoader(classic_items(dm, s), batch_size=dm.eval_batch_size) for s in ("val", "test"))
     trainer = pl.Trainer(max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out))
@@ -208,7 +237,7 @@ def main() -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="mnist")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=0, help="training steps per epoch (0 = the whole epoch)")
-    parser.add_argument("--repeats", type=int, default=1, help="alternate A, B, C this many times; report medians")
+    parser.add_argument("--repeats", type=int, default=1, help="alternate the pipelines this many times; report medians")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for every pipeline (1: the machine is shared)")
     parser.add_argument("--compile", action="store_true", help="also run A with module.compile=true")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0")
@@ -222,7 +251,8 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o), "C loop": lambda o: loop(args, cfg, dm),
+            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o, per_step_logging=True),
+                    "Bd data": lambda o: classic(args, cfg, dm, o, per_step_logging=False), "C loop": lambda o: loop(args, cfg, dm),
                     "L bare": lambda o: bare(args, cfg, dm, o)}
             if args.compile:
                 runs["A compile"] = lambda o: runner(args, o, compile=True)
@@ -244,8 +274,9 @@ def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
     print(f"{'pipeline':<12}{'samples/s':>11}{'seconds':>9}{'test acc':>10}")
     for name, m in med.items():
         print(f"{name:<12}{m['samples_per_s']:>11.0f}{m['seconds']:>9.1f}{m['test_acc']:>10.4f}")
-    a, b, c, floor = med["A runner"], med["B classic"], med["C loop"], med["L bare"]
-    print(f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x (target >= 3)   "
+    a, b, bd, c, floor = med["A runner"], med["B classic"], med["Bd data"], med["C loop"], med["L bare"]
+    print(f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x (target >= 3; A/Bd {a['samples_per_s'] / bd['samples_per_s']:.2f}x, "
+          f"C/B {c['samples_per_s'] / b['samples_per_s']:.2f}x)   "
           f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.2)   "
           f"A total wall incl. data, test, figures {a['wall_s']:.1f} s")
     print(f"Lightning's floor: L/C time {floor['seconds'] / c['seconds']:.2f}x; A/L {a['seconds'] / floor['seconds']:.2f}x (the runner's callbacks, logger, checkpoints)")
