@@ -1,4 +1,4 @@
-"""LightningModule for classification, next-token prediction included (logits are flattened)."""
+"""The LightningModule: trains a network on a task (:mod:`attnexp.tasks`), whatever the task."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ from typing import Any, Callable
 
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
-from torchmetrics.classification import MulticlassAccuracy
+
+from attnexp.tasks import Task
 
 
 class DivergedError(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-class ClassifierModule(pl.LightningModule):
-    """Cross-entropy training of ``net`` with per-epoch metrics.
+class TaskModule(pl.LightningModule):
+    """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics.
 
     Training statistics are summed on the device and logged once per epoch, so
     a training step never waits on the host; ``log_every_n_steps > 0`` adds
@@ -28,15 +28,15 @@ class ClassifierModule(pl.LightningModule):
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
     resumed run continues exactly as an uninterrupted one would.
 
-    Logged: ``train/loss``, ``train/acc``, ``val/loss``, ``val/acc``,
-    ``val/acc_best``, ``test/loss``, ``test/acc``; for a language model
-    (``net.is_language_model``) also ``val/ppl`` and ``test/ppl``, the
-    perplexity exp(mean next-token cross-entropy).
+    Logged per epoch: ``train/loss``, ``train/acc``, ``val/loss``, ``val/acc_best``,
+    ``test/loss``, then the task's metrics under ``val/`` and ``test/`` (``acc``)
+    and those it derives from each stage's loss (``ppl``).
     """
 
     def __init__(
         self,
         net: nn.Module,
+        task: Task,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
         compile: bool = False,
@@ -44,17 +44,15 @@ class ClassifierModule(pl.LightningModule):
         divergence_check_every: int = 20,
     ) -> None:
         super().__init__()
-        self.net = net
+        self.net, self.task = net, task
         if compile:
             net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
         self.divergence_check_every = max(1, divergence_check_every)
-        self.perplexity = getattr(net, "is_language_model", False)
-        classes = net.num_classes
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        self.val_acc = MulticlassAccuracy(classes, average="micro")
-        self.test_acc = MulticlassAccuracy(classes, average="micro")
+        self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes))
+        self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes))
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
@@ -76,9 +74,7 @@ class ClassifierModule(pl.LightningModule):
 
     def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         x, y = batch
-        logits = self.net(x)
-        logits, y = logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
-        return F.cross_entropy(logits, y), logits, y
+        return self.task.loss(self.net(x), y)
 
     def on_train_epoch_start(self) -> None:
         self.train_loss_sum.zero_(), self.train_correct.zero_()
@@ -128,30 +124,39 @@ class ClassifierModule(pl.LightningModule):
     def on_train_epoch_end(self) -> None:
         self._check_finite()
         n = max(self.train_count, 1)
-        self.log_dict({"train/loss": self.train_loss_sum / n, "train/acc": self.train_correct / n}, sync_dist=True)
+        loss = self.train_loss_sum / n
+        self.log_dict({"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss)}, sync_dist=True)
+
+    def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict) -> None:
+        loss, logits, y = self._step(batch)
+        loss_metric.update(loss, weight=y.numel())
+        for metric in metrics.values():
+            metric.update(logits, y)
+
+    def _log_stage(self, stage: str, loss_metric: MeanMetric, metrics: nn.ModuleDict) -> dict[str, Tensor]:
+        """Log ``<stage>/loss``, the task's metrics and what it derives from the loss; reset them."""
+        loss = loss_metric.compute()
+        values = {f"{stage}/loss": loss, **{f"{stage}/{name}": m.compute() for name, m in metrics.items()}}
+        self.log_dict({**values, **self.task.derived(stage, loss)}, sync_dist=True)
+        loss_metric.reset()
+        for metric in metrics.values():
+            metric.reset()
+        return values
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        loss, logits, y = self._step(batch)
-        self.val_loss.update(loss, weight=y.numel())
-        self.val_acc.update(logits, y)
+        self._evaluate(batch, self.val_loss, self.val_metrics)
 
     def on_validation_epoch_end(self) -> None:
-        acc, loss = self.val_acc.compute(), self.val_loss.compute()
-        self.log_dict({"val/loss": loss, "val/acc": acc, **({"val/ppl": loss.exp()} if self.perplexity else {})}, sync_dist=True)
-        self.val_loss.reset(), self.val_acc.reset()
-        if not self.trainer.sanity_checking:
-            self.val_acc_best.update(acc)
+        values = self._log_stage("val", self.val_loss, self.val_metrics)
+        if not self.trainer.sanity_checking and "val/acc" in values:
+            self.val_acc_best.update(values["val/acc"])
             self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        loss, logits, y = self._step(batch)
-        self.test_loss.update(loss, weight=y.numel())
-        self.test_acc.update(logits, y)
+        self._evaluate(batch, self.test_loss, self.test_metrics)
 
     def on_test_epoch_end(self) -> None:
-        acc, loss = self.test_acc.compute(), self.test_loss.compute()
-        self.log_dict({"test/loss": loss, "test/acc": acc, **({"test/ppl": loss.exp()} if self.perplexity else {})}, sync_dist=True)
-        self.test_loss.reset(), self.test_acc.reset()
+        self._log_stage("test", self.test_loss, self.test_metrics)
 
     def configure_optimizers(self) -> Any:
         optimizer = self.optimizer_factory(params=self.parameters())

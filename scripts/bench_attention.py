@@ -27,9 +27,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from attnexp.attention import DotAttention, EuclidAttention, MaskedAttention, MultiHeadAttention
+from attnexp.attention import DotAttention, EuclidAttention, MultiHeadAttention
 from attnexp.attention.euclid_tiled import tiled_euclid_attention
-from attnexp.attention.multihead import euclid_score, flex_euclid_attention, softmax_attention
+from attnexp.attention.distance import euclid_score
+from attnexp.attention.euclid import flex_euclid_attention
+from attnexp.attention.multihead import softmax_attention
 
 B, H, D, EPS = 8, 8, 64, 1e-9
 SCALE = D**-0.5
@@ -41,7 +43,7 @@ SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid tiled": 0, "
 
 
 def variants() -> dict[str, Kernel]:
-    dot, masked, euclid = DotAttention(B * D, H), MaskedAttention(B * D, H), EuclidAttention(B * D, H, eps=EPS)
+    dot, masked, euclid = DotAttention(B * D, heads=H), DotAttention(B * D, heads=H, causal=True), EuclidAttention(B * D, heads=H, eps=EPS)
     return {
         "sdpa": lambda q, k, v: dot.attend(q, k, v, None, False)[0],
         "masked": lambda q, k, v: masked.attend(q, k, v, None, False)[0],

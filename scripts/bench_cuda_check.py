@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from attnexp.attention import DotAttention
-from attnexp.models import PatchClassifier
+from attnexp.networks import PatchClassifier
 
 
 def ms_per_step(steps: int) -> float:

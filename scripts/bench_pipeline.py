@@ -1,7 +1,7 @@
 """Training-pipeline benchmark: the runner vs the classic Dataset/DataLoader pipeline vs a plain loop.
 
 A task's model and data five ways in one process:
-(A) the runner: the real Hydra config, composed and passed to ``attnexp.train.train``;
+(A) the runner: the real Hydra config, composed and passed to ``attnexp.cli.train.train``;
 (B) classic: a per-item Dataset (a tensor from a float array and patch cutting in ``__getitem__``;
     for text, a window sliced from the token array), ``DataLoader(shuffle=True)`` at the task's
     batch size, a Lightning Trainer with default settings, and the module written the way the
@@ -48,8 +48,8 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from attnexp.cuda_check import plain_cuda_check_without_driver
 from attnexp.data import patchify
-from attnexp.module import ClassifierModule
-from attnexp.train import CONFIG_DIR, build_net, train
+from attnexp.cli.train import CONFIG_DIR, build_net, train
+from attnexp.module import TaskModule
 
 SEED = 0
 TASKS = {
@@ -72,7 +72,7 @@ def config(args: argparse.Namespace, compile: bool = False) -> DictConfig:
 
 
 def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[str, float]:
-    """(A) the runner's path: compose the CLI's config and call ``attnexp.train.train``."""
+    """(A) the runner's path: compose the CLI's config and call ``attnexp.cli.train.train``."""
     cfg = config(args, compile)
     with open_dict(cfg):
         cfg.callbacks.step_timer = {"_target_": "__main__.StepTimer"}
@@ -139,7 +139,7 @@ def classic_items(dm: pl.LightningDataModule, split: str) -> Dataset:
     return ImageItems(dm.as_images(x).numpy(), y.numpy(), dm.patch_size)
 
 
-class PerStepLogging(ClassifierModule):
+class PerStepLogging(TaskModule):
     """(B) the runner's module with its training metrics kept the classic way: torchmetrics
     updated and logged (``on_epoch=True``) at every training step, no divergence check."""
 
@@ -164,7 +164,7 @@ class PerStepLogging(ClassifierModule):
 
 def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path, per_step_logging: bool) -> dict[str, float]:
     """(B, Bd) the classic data pipeline with a default Lightning Trainer."""
-    module = instantiate(cfg.module, net=new_net(cfg, dm), **({"_target_": f"{__name__}.PerStepLogging"} if per_step_logging else {}))
+    module = instantiate(cfg.module, net=new_net(cfg, dm), task=instantiate(cfg.task), **({"_target_": f"{__name__}.PerStepLogging"} if per_step_logging else {}))
     train_loader = DataLoader(classic_items(dm, "train"), batch_size=dm.batch_size, shuffle=True)
     val_loader, test_loader = (DataLoader(classic_items(dm, s), batch_size=dm.eval_batch_size) for s in ("val", "test"))
     trainer = pl.Trainer(max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out))
@@ -178,7 +178,7 @@ def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModul
 
 def bare(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path) -> dict[str, float]:
     """(L) the runner's module and data module in a Trainer with every optional feature off."""
-    module = instantiate(cfg.module, net=new_net(cfg, dm))
+    module = instantiate(cfg.module, net=new_net(cfg, dm), task=instantiate(cfg.task))
     trainer = pl.Trainer(
         max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out), logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,

@@ -1,6 +1,6 @@
 """Where the wall time of one short CLI run goes: starting up, the run itself (data, fit, test, figures), exiting.
 
-Runs ``python -m attnexp.train <overrides>`` (what the ``attnexp`` command runs) as a fresh process
+Runs ``python -m attnexp.cli.train <overrides>`` (what the ``attnexp`` command runs) as a fresh process
 ``--repeats`` times and splits each run's wall time with the run folder's own record: metrics.json
 holds ``wall_s`` (the run, from building its callbacks to the test's end) and ``fit_s`` (fit alone),
 and its last write marks the run's end (what follows: the TensorBoard hparams, Hydra's job end, the
@@ -30,7 +30,7 @@ def one_run(overrides: list[str], folder: Path, threads: int) -> dict[str, float
     """Seconds of one CLI run: total, before the run, the run (and its fit), after its record."""
     started = time.time()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    proc = subprocess.run([sys.executable, "-m", "attnexp.train", *overrides, f"hydra.run.dir={folder}"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "attnexp.cli.train", *overrides, f"hydra.run.dir={folder}"], capture_output=True, text=True, env=env)
     total = time.time() - started
     if proc.returncode != 0:
         raise SystemExit(f"the run failed (exit status {proc.returncode}):\n{proc.stderr[-2000:]}")

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
+import sys
 import tempfile
 import time
 import warnings
 from functools import partial
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -30,9 +32,12 @@ from torchvision import transforms
 from attnexp.attention import DotAttention
 from attnexp.data import BatchAugment, CIFAR10DataModule
 from attnexp.data.cifar10 import CIFAR10FilesOnly
-from attnexp.data.cifar10_files import random_cifar10
-from attnexp.models import VisionTransformer
-from attnexp.module import ClassifierModule
+from attnexp.module import TaskModule
+from attnexp.networks import VisionTransformer
+from attnexp.tasks import ImageClassification
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from cifar10_files import random_cifar10  # noqa: E402  (the tests' writer of CIFAR-10 files)
 
 
 class Throughput(pl.Callback):
@@ -58,7 +63,7 @@ def images_per_second(args: argparse.Namespace, **fit_inputs) -> float:
     """Train a fresh ViT for ``args.steps`` steps on ``fit_inputs``; return images/s after warm-up."""
     pl.seed_everything(0, verbose=False)
     net = VisionTransformer(partial(DotAttention, heads=4), 32, 3, None, 10, patch=4, dim=args.dim, depth=args.depth)
-    module = ClassifierModule(net, partial(torch.optim.Adam, lr=1e-3))
+    module = TaskModule(net, ImageClassification(), partial(torch.optim.Adam, lr=1e-3))
     meter = Throughput(warmup=args.warmup)
     trainer = pl.Trainer(accelerator="cpu", max_steps=args.warmup + args.steps, limit_val_batches=0, logger=False,
                          callbacks=[meter], enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

@@ -21,7 +21,7 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
     pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "attnexp.train", *overrides],
+        [sys.executable, "-m", "attnexp.cli.train", *overrides],
         cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
     )
     if check and proc.returncode != 0:

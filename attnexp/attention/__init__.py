@@ -1,24 +1,19 @@
-"""Attention variants sharing one call signature: ``forward(x, context=None, mask=None, need_weights=False)``."""
+"""Token mixers: attention variants and the non-attention baselines, one constructor contract and one
+call signature (see :mod:`attnexp.attention.contract`)."""
 
-from attnexp.attention.multihead import (
-    DotAttention,
-    EuclidAttention,
-    MaskedAttention,
-    MultiHeadAttention,
-    causal_mask,
-    pairwise_distance,
-)
-from attnexp.attention.build import build_mixer
+from attnexp.attention.contract import TokenMixer
+from attnexp.attention.dot import DotAttention
+from attnexp.attention.euclid import EuclidAttention
 from attnexp.attention.mixers import DenseMixer, SqueezeExcitation
+from attnexp.attention.multihead import MultiHeadAttention, causal_mask, softmax_attention
 
 __all__ = [
     "DenseMixer",
     "DotAttention",
     "EuclidAttention",
-    "MaskedAttention",
     "MultiHeadAttention",
     "SqueezeExcitation",
-    "build_mixer",
+    "TokenMixer",
     "causal_mask",
-    "pairwise_distance",
+    "softmax_attention",
 ]

@@ -23,22 +23,10 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from attnexp.attention.distance import TINY, score
+
 CPU_TILE_SCORES = 1 << 17  # scores per tile (512 KiB of float32): a tile and its siblings stay in a core's cache
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles (few kernel launches)
-TINY = 1e-30  # squared distances below this count as 0 for the gradient of the square root
-
-
-def finite_sqrt(x: Tensor) -> Tensor:
-    """sqrt of x >= 0 with gradient 0 (not inf) at 0, and for x below TINY."""
-    return torch.where(x > 0, x.clamp_min(TINY).sqrt(), torch.zeros_like(x))
-
-
-def score(dot: Tensor, q_sq: Tensor, k_sq: Tensor, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Squared distance ||q - k||^2 from q.k and the squared norms (clamped at 0), the distance,
-    and the score 1 / (distance * scale + eps)."""
-    squared = (q_sq + k_sq - 2.0 * dot).clamp_min(0.0)
-    distance = finite_sqrt(squared)
-    return squared, distance, 1.0 / (distance * scale + eps)
 
 
 def masked_top(z: Tensor, mask: Tensor | None, dim: int) -> tuple[Tensor, Tensor]:
@@ -61,7 +49,7 @@ def tile_numerators(logits: Tensor, top: Tensor) -> tuple[Tensor, Tensor]:
 
 def tile_scores(dot_t: Tensor, q_sq: Tensor, k_sq: Tensor, mask_t: Tensor | None, scale: float, eps: float):
     """Backward pass, keys-by-queries layout: logits, top logit and dz/d(squared distance)
-    = -scale * z^2 / (2 * distance), 0 where :func:`finite_sqrt` has gradient 0.
+    = -scale * z^2 / (2 * distance), 0 where the square root has gradient 0.
 
     dot_t, mask_t: (N, Lk, C) (mask_t may broadcast); q_sq: (N, 1, C); k_sq: (N, Lk, 1).
     """

@@ -1,26 +1,38 @@
-"""Token mixers that are not softmax attention but share its call signature."""
+"""Token mixers that are not softmax attention: squeeze-and-excitation and the dense MLP baseline.
+
+They take the mixer contract's arguments (:mod:`attnexp.attention.contract`) like the attention
+variants, and share their call signature.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from attnexp.attention.contract import TokenMixer
+from attnexp.errors import AttnexpError
+from attnexp.rules import check
 
-class SqueezeExcitation(nn.Module):
+MIN_SE_UNITS = 4  # a narrower bottleneck can die: one ReLU unit gave the same gates for every input
+
+
+class SqueezeExcitation(TokenMixer):
     """Squeeze-and-excitation channel attention over a token sequence.
 
     Squeeze: mean over tokens (a running mean over the prefix when ``causal``,
-    so no token sees later ones). Excite: bottleneck MLP with ``reduction``,
-    sigmoid gate. The gates rescale every token's channels and are returned
-    as the "attention weights": (B, C), or (B, L, C) when causal.
+    so no token sees later ones). Excite: a bottleneck MLP of ``dim // reduction``
+    units, but at least :data:`MIN_SE_UNITS` (or ``dim`` when narrower), then a
+    sigmoid gate. The gates rescale every token's channels and are returned as the
+    "attention weights": (B, C), or (B, L, C) when causal.
     """
 
-    def __init__(self, dim: int, reduction: int = 4, causal: bool = False) -> None:
-        super().__init__()
-        if reduction < 1:
-            raise ValueError(f"se reduction must be >= 1, got {reduction}.")
-        hidden = max(1, dim // reduction)
-        self.causal = causal
+    def __init__(self, dim: int, *, reduction: int = 4, **request: Any) -> None:
+        super().__init__(dim, **request)
+        check("model", reduction=reduction)
+        hidden = max(dim // reduction, min(dim, MIN_SE_UNITS))
+        self.causal = self.request.causal
         self.excite = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim), nn.Sigmoid())
 
     def forward(
@@ -37,7 +49,7 @@ class SqueezeExcitation(nn.Module):
         return out, gates if need_weights else None
 
 
-class DenseMixer(nn.Module):
+class DenseMixer(TokenMixer):
     """The MLP baseline: one dense layer that mixes tokens, no attention.
 
     By default the layer acts on the whole flattened sequence, (L*C) -> (L*C):
@@ -45,10 +57,20 @@ class DenseMixer(nn.Module):
     With ``shared_over_channels`` it acts on the token axis only, L -> L, with
     the same weights for every channel (the token mixing of MLP-Mixer): what a
     transformer offers, where the full layer would have (L*C)^2 weights.
+    It needs a fixed ``num_tokens`` and cannot be causal.
     """
 
-    def __init__(self, dim: int, num_tokens: int, shared_over_channels: bool = False) -> None:
-        super().__init__()
+    def __init__(self, dim: int, **request: Any) -> None:
+        super().__init__(dim, **request)
+        num_tokens, shared_over_channels = self.request.num_tokens, self.request.shared_over_channels
+        if self.request.causal:
+            raise AttnexpError(
+                "The mlp token mixer cannot predict next tokens: it mixes every position of the window with every "
+                "other, so position i would see the token it must predict. On text data use model=dot, euclid, "
+                "masked or se; each runs causal there (se squeezes with a running mean)."
+            )
+        if num_tokens is None:
+            raise AttnexpError("The mlp token mixer needs a fixed number of tokens, and this network gives none.")
         self.num_tokens, self.shared_over_channels = num_tokens, shared_over_channels
         width = num_tokens if shared_over_channels else dim * num_tokens
         self.dense = nn.Linear(width, width)
@@ -60,4 +82,4 @@ class DenseMixer(nn.Module):
             raise ValueError(f"the mlp mixer was built for {self.num_tokens} tokens, got {x.shape[1]}.")
         if self.shared_over_channels:
             return self.dense(x.transpose(1, 2)).transpose(1, 2), None  # (B, C, L) mixed over L
-        return self.dense(x.flatten(1)).view_as(x), None
+        return self.dense(x.flatten(1)).view_as(x), None  # (B, L, C)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.errors import AttnexpError
+from attnexp.rules import check
 
 
 class BatchAugment:
@@ -18,11 +18,7 @@ class BatchAugment:
     """
 
     def __init__(self, crop_padding: int = 4, flip: bool = True) -> None:
-        if crop_padding < 0:
-            raise AttnexpError(
-                f"data.augment.crop_padding={crop_padding}: the padding before a random crop is a number of "
-                "pixels >= 0 (0 = no crop). Set data.augment.crop_padding=4, say, or data.augment=null."
-            )
+        check("data.augment", crop_padding=crop_padding)
         self.crop_padding, self.flip = crop_padding, flip
 
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Tensor:

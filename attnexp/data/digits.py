@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from attnexp.data.image_datamodule import ImageDataModule
+from attnexp.rules import check
 
 
 class DigitsDataModule(ImageDataModule):
@@ -15,6 +16,7 @@ class DigitsDataModule(ImageDataModule):
 
     def __init__(self, *args, test_size: int = 360, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        check("data", test_size=test_size)
         self.test_size = test_size
 
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:

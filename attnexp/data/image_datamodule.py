@@ -10,6 +10,7 @@ from torch import Tensor
 
 from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.errors import AttnexpError, divisors
+from attnexp.rules import check
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
@@ -48,16 +49,12 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
         augment: Callable[[Tensor], Tensor] | None = None,
     ) -> None:
         super().__init__()
-        if patch_size is not None and (patch_size < 1 or self.image_size % patch_size):
+        check("data", patch_size=patch_size, val_size=val_size, batch_size=batch_size, eval_batch_size=eval_batch_size)
+        if patch_size is not None and self.image_size % patch_size:
             raise AttnexpError(
                 f"data.patch_size={patch_size} does not divide the {self.name} image size "
                 f"{self.image_size}: patches must tile the image. Allowed: {divisors(self.image_size)}."
             )
-        for key, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
-            if value < 1:
-                raise AttnexpError(f"data.{key} must be a positive integer, got {value}.")
-        if val_size < 0:
-            raise AttnexpError(f"data.val_size must be >= 0, got {val_size}.")
         self.root, self.patch_size, self.val_size = root, patch_size, val_size
         self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
         self.augment = augment

@@ -12,6 +12,7 @@ from torch import Tensor
 from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.data.vocabulary import BOS, EOS, Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
+from attnexp.rules import check
 
 
 def read_text(path: str) -> str:
@@ -71,11 +72,8 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
     ) -> None:
         super().__init__()
         check_level(level)
+        check("data", context=context, stride=stride, batch_size=batch_size, eval_batch_size=eval_batch_size)
         stride = context if stride is None else stride
-        sizes = {"context": context, "stride": stride, "batch_size": batch_size, "eval_batch_size": eval_batch_size}
-        for key, value in sizes.items():
-            if value < 1:
-                raise AttnexpError(f"data.{key} must be a positive integer, got {value}.")
         if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
             raise AttnexpError(
                 f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each be above 0 and "

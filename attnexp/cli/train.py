@@ -1,0 +1,137 @@
+"""The ``attnexp`` entrypoint: compose the config, check it, build the objects, fit, test.
+
+torch, Lightning and the project's modules are imported only once a run is about to be built, so
+``--help``, ``--cfg job`` and a bad value answer at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from attnexp.cli import record
+from attnexp.cli.fast_exit import run_then_exit
+from attnexp.cli.run_folders import job_dirname, output_dir, resume_point
+from attnexp.cli.validate import check_config, check_environment, unaccepted
+from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
+OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
+OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
+log = logging.getLogger("attnexp")
+
+
+def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:
+    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
+    from hydra.utils import instantiate
+
+    unknown = unaccepted(net_cfg._target_, spec)
+    if unknown:
+        fits = [f"net={name}" for name, target in network_options() if not unaccepted(target, spec)]
+        raise AttnexpError(
+            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
+            f"and the network takes no {unknown}. Drop the net= override (each data config picks a network that "
+            f"fits it) or pick one that does: {', '.join(fits) or 'none of the net options'}."
+        )
+    return instantiate(net_cfg, **spec)
+
+
+def network_options() -> list[tuple[str, str]]:
+    """Every option of the ``net`` config group, with the class it builds."""
+    return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((Path(CONFIG_DIR) / "net").glob("*.yaml"))]
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Run one experiment described by ``cfg``; return the final metrics."""
+    check_config(cfg)
+    output_dir = Path(cfg.paths.output_dir)
+    ckpt_path = cfg.get("ckpt_path")
+    if cfg.get("resume"):
+        action, last = resume_point(output_dir)
+        if action == "done":
+            log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
+            return record.read(output_dir)
+        ckpt_path = last or ckpt_path
+        log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
+
+    import pytorch_lightning as pl
+    from hydra.utils import instantiate
+
+    from attnexp.cli.checkpoints import check_checkpoint
+    from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+
+    check_environment(cfg)
+    plain_cuda_check_without_driver()
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule: pl.LightningDataModule = instantiate(cfg.data)
+    net = build_net(cfg.net, datamodule.spec)
+    module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
+    if ckpt_path:
+        check_checkpoint(ckpt_path, module)
+    callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    if not logger:  # logger=none: the learning-rate monitor has nowhere to write
+        callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.get("test"):
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
+    return metrics
+
+
+def record_failure(cfg: DictConfig, err: BaseException) -> str:
+    """Make sure the run's metrics.json says how it ended; return that status."""
+    output_dir = Path(cfg.paths.output_dir)
+    found = record.read(output_dir)
+    if found.get("status") in record.STOPPED:
+        return found["status"]
+    status = record.INTERRUPTED if isinstance(err, (KeyboardInterrupt, SystemExit)) else record.FAILED
+    written = {**record.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": explain(err)}
+    record.write(output_dir, written)
+    return status
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+def main(cfg: DictConfig) -> Any:
+    """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
+
+    A failing run is recorded in its metrics.json and explained in one
+    paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
+    other jobs still run.
+    """
+    try:
+        return train(cfg).get(cfg.get("optimized_metric") or "val/acc_best")
+    except BaseException as err:
+        status = record_failure(cfg, err)
+        if status == record.FAILED and is_bad_input(err):
+            status = "bad_input"
+        reason = (
+            "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; "
+            "the same command with resume=true continues from the last finished epoch."
+            if status == record.INTERRUPTED else explain(err)
+        )
+        log.error(f"Run {status.replace('_', ' ')}: {reason}")
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        if status != record.INTERRUPTED and HydraConfig.get().mode == RunMode.MULTIRUN:
+            return float("nan")  # the sweep goes on; its summary reports this job as failed
+        raise SystemExit(EXIT_CODES[status]) from None
+
+
+def cli() -> None:
+    """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    run_then_exit(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,49 @@
+"""The callback that draws the task's figures at the end of training and writes them to TensorBoard."""
+
+from __future__ import annotations
+
+import functools
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+
+
+class Figures(pl.Callback):
+    """Logs the figures of the module's task (:meth:`attnexp.tasks.Task.figures`) once, when fit ends."""
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        writers = figure_writers(trainer)
+        if not writers:
+            return
+        figures = pl_module.task.figures(functools.partial(forward_with_weights, pl_module), trainer.datamodule)
+        write_figures(writers, figures, trainer.global_step)
+
+
+def figure_writers(trainer: pl.Trainer) -> list:
+    """The loggers' writers that take matplotlib figures (TensorBoard); none off rank zero."""
+    if not trainer.is_global_zero:
+        return []
+    return [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
+
+
+def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
+    """The network in eval mode on ``x`` at the trainer's precision, returning float32 logits and each
+    layer's weights; its mode is restored."""
+    net, precision = pl_module.net, pl_module.trainer.precision_plugin
+    was_training = net.training
+    net.eval()
+    with torch.no_grad(), precision.forward_context():
+        logits, maps = net(precision.convert_input(x.to(pl_module.device)), need_weights=True)
+    net.train(was_training)
+    return logits.float(), [m if m is None else m.float() for m in maps]
+
+
+def write_figures(writers: list, figures: dict, step: int) -> None:
+    """Add every figure under its tag to every writer, then free it."""
+    import matplotlib.pyplot as plt
+
+    for tag, fig in figures.items():
+        for writer in writers:
+            writer.add_figure(tag, fig, global_step=step)
+        plt.close(fig)

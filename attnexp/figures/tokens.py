@@ -1,0 +1,49 @@
+"""Figures for token tasks: attention over a sentence, the next-token distribution."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+
+def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:
+    """One heatmap per layer and head, queries down and keys across, tokens on both axes.
+
+    SE gates (L, C) are drawn with tokens down and channels across.
+    """
+    heads = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() == 3]  # (H, L, L)
+    gates = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() < 3]  # (L, C)
+    panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
+    panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
+    side = 1.2 + 0.28 * len(tokens)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
+    for ax, (title, data, square) in zip(axes.flat, panels):
+        ax.imshow(data.float(), cmap="viridis", aspect="auto", interpolation="nearest")
+        ax.set_title(title, fontsize=9)
+        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        ax.set_ylabel("query" if square else "token", fontsize=8)
+        if square:
+            ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)
+        ax.set_xlabel("key" if square else "channel", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def next_token_figure(
+    prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15
+) -> plt.Figure:
+    """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
+    top = probs.topk(min(top_k, len(probs)))
+    labels = [repr(vocab[i])[1:-1] for i in top.indices.tolist()]
+    colors = ["tab:orange" if vocab[i] == target else "tab:blue" for i in top.indices.tolist()]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.45 * len(labels), 3.2))
+    ax.bar(range(len(labels)), top.values.float(), color=colors)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=8)
+    ax.set_ylabel("probability")
+    shown = " ".join(prefix[-8:])
+    ax.set_title(f"next token after '{shown}'" + (f" (true: {target!r})" if target is not None else ""), fontsize=9)
+    fig.tight_layout()
+    return fig

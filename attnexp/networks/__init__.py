@@ -1,0 +1,7 @@
+"""Networks around the token mixers (the ``net`` config group)."""
+
+from attnexp.networks.language_model import LanguageModel
+from attnexp.networks.patch_classifier import PatchClassifier
+from attnexp.networks.vit import VisionTransformer
+
+__all__ = ["LanguageModel", "PatchClassifier", "VisionTransformer"]

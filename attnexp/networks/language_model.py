@@ -1,0 +1,61 @@
+"""Causal transformer language model: predicts every next token of a window."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor, nn
+
+from attnexp.errors import AttnexpError
+from attnexp.networks.blocks import PreNormBlock
+from attnexp.networks.positions import POSITIONS
+from attnexp.rules import check
+
+
+class LanguageModel(nn.Module):
+    """Token embedding + positions -> ``depth`` pre-norm causal blocks -> LayerNorm -> linear over the vocabulary.
+
+    Every variant is asked to be causal (``causal=True``), so the logits at
+    position i depend on tokens <= i only; a mixer that cannot be refuses.
+    ``positions`` is ``sinusoidal`` (fixed) or ``learned``. ``num_classes`` is
+    the vocabulary size.
+    """
+
+    def __init__(
+        self,
+        mixer: Callable[..., nn.Module],
+        vocab_size: int,
+        context: int,
+        dim: int = 64,
+        depth: int = 2,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.1,
+        positions: str = "sinusoidal",
+        attn_out_proj: bool = True,
+    ) -> None:
+        super().__init__()
+        check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
+        if positions not in POSITIONS:
+            raise AttnexpError(
+                f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned."
+            )
+        self.num_classes, self.context = vocab_size, context
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.positions = POSITIONS[positions](context, dim)
+        self.drop = nn.Dropout(dropout)
+        mixers = [mixer(dim=dim, num_tokens=context, causal=True, out_proj=attn_out_proj) for _ in range(depth)]
+        self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab_size)
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
+        """Next-token logits (B, L, V) for token ids (B, L); with ``need_weights`` also each block's weights."""
+        if x.shape[1] > self.context:
+            raise ValueError(f"the model was built for windows of at most {self.context} tokens, got {x.shape[1]}.")
+        h = self.drop(self.embed(x) + self.positions(x.shape[1]))  # (B, L, C)
+        maps = []
+        for block in self.blocks:
+            h, weights = block(h, need_weights=need_weights)
+            maps.append(weights)
+        logits = self.head(self.norm(h))  # (B, L, V)
+        return (logits, maps) if need_weights else logits

@@ -1,0 +1,67 @@
+"""Rules for single argument values, each written once.
+
+A constructor applies them to its own arguments (``check("model", heads=heads)``), and the command line
+applies the same rules to the composed config before it imports torch, so a bad value is explained at
+once. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from attnexp.errors import AttnexpError
+
+
+class Rule(NamedTuple):
+    kind: type  # int or float (an int passes as a float); bool never passes
+    ok: Callable[[Any], bool]
+    allowed: str  # what the value must be, for the message
+    example: str
+
+
+def _positive_int(allowed: str = "a positive integer") -> Rule:
+    return Rule(int, lambda v: v > 0, allowed, "1")
+
+
+# argument name -> rule, whichever constructor (model, net, data) takes an argument of that name
+RULES: dict[str, Rule] = {
+    "heads": _positive_int("a positive integer that divides the token width"),
+    "eps": Rule(float, lambda v: v > 0, "a positive number such as 1e-9 (the euclid score is 1/(distance + eps))", "1e-9"),
+    "dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1)", "0.1"),
+    "reduction": _positive_int("a positive integer (the se bottleneck is width / reduction units)"),
+    "depth": _positive_int(),
+    "dim": _positive_int("a positive integer, or null for the patch width"),
+    "mlp_ratio": Rule(float, lambda v: v > 0, "a positive number (feed-forward width / dim)", "2.0"),
+    "batch_size": _positive_int(),
+    "eval_batch_size": _positive_int(),
+    "val_size": _positive_int("a positive integer (validation picks the best checkpoint)"),
+    "test_size": _positive_int(),
+    "patch_size": _positive_int("a positive integer that divides the image size"),
+    "context": _positive_int("a positive integer (tokens per window)"),
+    "stride": _positive_int("a positive integer (tokens between training windows), or null for the context"),
+    "crop_padding": Rule(int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"),
+}
+
+
+def _typed(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if kind is int else isinstance(value, (int, float))
+
+
+def check_value(key: str, value: Any, rule: Rule) -> None:
+    """Raise :class:`AttnexpError` naming ``key`` if ``value`` breaks ``rule``; None (not set) passes."""
+    if value is None or (_typed(value, rule.kind) and rule.ok(value)):
+        return
+    got = f"'{value}'" if isinstance(value, str) else value
+    raise AttnexpError(
+        f"{key}={got} is not allowed: {key} must be {rule.allowed}. "
+        f"Fix the override, e.g. {key}={rule.example}, or check the config group file that sets it."
+    )
+
+
+def check(group: str, **arguments: Any) -> None:
+    """Apply the rule of every argument that has one; ``group`` is its place in the config (``model``, ``data.augment``)."""
+    for name, value in arguments.items():
+        if name in RULES:
+            check_value(f"{group}.{name}", value, RULES[name])

@@ -1,0 +1,7 @@
+"""Tasks (the ``task`` config group, picked by the data config): what is predicted and measured."""
+
+from attnexp.tasks.base import Task
+from attnexp.tasks.image_classification import ImageClassification
+from attnexp.tasks.next_token import NextToken
+
+__all__ = ["ImageClassification", "NextToken", "Task"]

@@ -1,0 +1,49 @@
+"""The task: what a run predicts and how it is measured."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import Metric
+from torchmetrics.classification import MulticlassAccuracy
+
+from attnexp.errors import AttnexpError
+
+# forward(x) -> (logits, per-layer attention weights), in eval mode without gradients (figures use it)
+Forward = Callable[[Tensor], "tuple[Tensor, list[Tensor | None]]"]
+MODES = ("min", "max")
+
+
+class Task:
+    """Owns what differs between kinds of task: the loss, the metrics, the metric and mode that pick the
+    best checkpoint (later epochs win ties), and the figures. The training module
+    (:class:`attnexp.module.TaskModule`) asks it for each.
+
+    The base is cross-entropy over the last axis of the logits, every leading axis flattened
+    (one prediction per image, or per token), measured by loss and accuracy.
+    """
+
+    def __init__(self, monitor: str = "val/acc", mode: str = "max") -> None:
+        if mode not in MODES:
+            raise AttnexpError(f"task.mode={mode!r} is not a direction. Allowed: {', '.join(MODES)}.")
+        self.monitor, self.mode = monitor, mode
+
+    def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The mean loss, and the logits and targets it was computed on, one row per prediction.  # (N, K), (N,)"""
+        logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        return F.cross_entropy(logits, target), logits, target
+
+    def metrics(self, num_classes: int) -> dict[str, Metric]:
+        """Fresh metrics for one evaluation stage, each updated with ``(logits, target)`` of :meth:`loss`;
+        logged as ``<stage>/<name>`` beside ``<stage>/loss``."""
+        return {"acc": MulticlassAccuracy(num_classes, average="micro")}
+
+    def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:
+        """Metrics computed from a stage's mean loss (perplexity, say), logged with it."""
+        return {}
+
+    def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
+        """Matplotlib figures by TensorBoard tag, drawn once at the end of training."""
+        return {}

@@ -1,0 +1,43 @@
+"""Next-token prediction: a label per position of a token window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from attnexp.tasks.base import Forward, Task
+
+
+class NextToken(Task):
+    """Cross-entropy of every next token; also logs perplexity ``<stage>/ppl`` = exp(mean loss).
+
+    Best checkpoint by ``val/loss`` (lowest) by default: next-token accuracy ties
+    often between epochs whose perplexities differ. Figures: each head's attention
+    over a validation sentence of at most ``max_tokens`` tokens, and the ``top_k``
+    most likely next tokens before its end. The data module provides ``vocab`` and
+    ``validation_sample(max_tokens)``.
+    """
+
+    def __init__(self, monitor: str = "val/loss", mode: str = "min", max_tokens: int = 24, top_k: int = 15) -> None:
+        super().__init__(monitor, mode)
+        self.max_tokens, self.top_k = max_tokens, top_k
+
+    def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:
+        return {f"{stage}/ppl": loss.exp()}
+
+    def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
+        from attnexp.figures.tokens import next_token_figure, token_attention_figure
+
+        ids = datamodule.validation_sample(self.max_tokens)  # (L,)
+        logits, maps = forward(ids.unsqueeze(0))  # (1, L, V)
+        tokens = datamodule.vocab.decode(ids.tolist())
+        at = max(len(tokens) - 2, 0)  # predict the sentence's last token from the rest
+        target = tokens[at + 1] if len(tokens) > 1 else None
+        probs = logits[0, at].softmax(-1).cpu()  # (V,)
+        figures = {"figures/next_token": next_token_figure(tokens[: at + 1], probs, datamodule.vocab.tokens, target, self.top_k)}
+        if any(m is not None for m in maps):
+            labels = [repr(t)[1:-1] for t in tokens]
+            maps = [m[0].cpu() if m is not None else None for m in maps]
+            figures["figures/attention"] = token_attention_figure(labels, maps)
+        return figures

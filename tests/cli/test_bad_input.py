@@ -1,0 +1,83 @@
+"""Each bad input gets one clear paragraph, a non-zero exit status and no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import read_metrics, run_dirs
+from helpers import fake_mnist
+
+# (overrides, words the message must contain, exit status)
+CASES = {
+    "unknown variant": (["model=cosine"], ["Could not find 'model/cosine'", "dot", "euclid", "masked", "se", "mlp"], 1),
+    "unknown dataset": (["data=imagenet"], ["Could not find 'data/imagenet'", "digits", "mnist"], 1),
+    "unknown trainer": (["trainer=tpu"], ["Could not find 'trainer/tpu'", "cpu", "gpu"], 1),
+    "dim not divisible by heads": (["model.heads=3"], ["dim=4 is not divisible by heads=3", "[1, 2, 4]"], 2),
+    "patch size": (["data.patch_size=3"], ["patch_size=3 does not divide", "Allowed: [1, 2, 4, 8]"], 2),
+    "zero lr": (["module.optimizer.lr=0"], ["module.optimizer.lr=0 is not allowed", "positive number"], 2),
+    "negative batch size": (["data.batch_size=-4"], ["data.batch_size=-4 is not allowed", "positive integer"], 2),
+    "zero epochs": (["trainer.max_epochs=0"], ["trainer.max_epochs=0 is not allowed"], 2),
+    "val split too large": (["data.val_size=2000"], ["val_size=2000 leaves nothing to train on", "1437"], 2),
+    "missing ckpt": (["ckpt_path=/nowhere/last.ckpt"], ["ckpt_path=/nowhere/last.ckpt does not exist"], 2),
+    "gpu without gpu": (["trainer=gpu"], ["asks for a GPU", "trainer=cpu"], 2),
+    "wrong type": (["trainer.max_epochs=abc"], ["trainer.max_epochs='abc' is not allowed", "positive integer"], 2),
+    "euclid eps": (["model=euclid", "model.eps=0"], ["model.eps=0 is not allowed", "positive number"], 2),
+    "heads larger than dim": (["model.heads=8"], ["heads must be between 1 and dim=4"], 2),
+    "empty val split": (["data.val_size=0"], ["data.val_size=0 is not allowed", "positive integer"], 2),
+    "cosine without epochs": (["module/scheduler=cosine", "trainer.max_epochs=-1", "trainer.max_steps=8"], ["module.scheduler.T_max=-1 is not allowed", "module/scheduler=null"], 2),
+    "corpus context": (["data=corpus", "data.context=64"], ["data.context<=56, data=text data.path=FILE"], 2),
+    "optimizer argument": (["module.optimizer._target_=torch.optim.RMSprop"], ["module.optimizer sets fused", "~module.optimizer.fused"], 2),
+    "output not writable": (["paths.log_dir=/dev/null/out"], ["Cannot write run output", "paths.log_dir="], 2),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_bad_input_is_explained(cli, case):
+    overrides, words, status = CASES[case]
+    if case == "gpu without gpu":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present")
+    root, proc = cli(*overrides, "callbacks.progress_bar.refresh_rate=0", check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == status, output[-2000:]
+    for word in words:
+        assert word in output, (word, output[-2000:])
+    assert "Traceback" not in output
+    for run in run_dirs(root / "outputs"):  # a folder that was made says the run failed
+        assert read_metrics(run)["status"] == "failed"
+
+
+def test_missing_mnist_offline(cli, tmp_path):
+    root, proc = cli("data=mnist", "data.download=false", f"paths.data_dir={tmp_path}/nothing", check=False)
+    assert proc.returncode == 2
+    output = proc.stdout + proc.stderr
+    assert f"{tmp_path}/nothing/MNIST/raw" in output and "ATTNEXP_DATA_DIR" in output
+    (run,) = run_dirs(root / "outputs")
+    assert read_metrics(run)["status"] == "failed" and "Could not load MNIST" in read_metrics(run)["error"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "magic"])
+def test_corrupt_idx_file(cli, tmp_path, damage):
+    data = tmp_path / "data"
+    fake_mnist(data)
+    images = data / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    raw = images.read_bytes()
+    images.write_bytes(raw[:-100] if damage == "truncate" else b"\x00\x00\x08\x04" + raw[4:])
+    root, proc = cli("data=mnist", "data.download=false", "data.val_size=20", f"paths.data_dir={data}", check=False)
+    assert proc.returncode == 2
+    expected = "is truncated or corrupt" if damage == "truncate" else "is not an MNIST IDX file: magic number 2052"
+    output = proc.stdout + proc.stderr
+    assert expected in output and "Traceback" not in output
+
+
+def test_checkpoint_from_another_model(cli):
+    root, _ = cli("trainer.max_epochs=1", "trainer.limit_train_batches=2", "callbacks.progress_bar.refresh_rate=0")
+    (run,) = run_dirs(root / "outputs")
+    _, proc = cli("model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False)
+    assert proc.returncode == 2
+    output = proc.stdout + proc.stderr
+    assert "was written by a different model or variant" in output
+    assert "missing: net.layers.0.dense.bias, net.layers.0.dense.weight" in output
+    assert "unexpected: net.layers.0.k_proj.bias" in output

@@ -1,0 +1,70 @@
+"""Every variant trains through the CLI and leaves a complete run folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FAST, read_metrics, run_dirs
+from helpers import options, read_events
+
+VARIANTS = options("model")  # every option in configs/model
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_variant_trains_on_digits(cli, variant):
+    root, proc = cli(f"model={variant}", *FAST)
+    (run,) = run_dirs(root / "outputs")
+    assert run.name.endswith(f"_{variant}_digits")
+    metrics = read_metrics(run)
+    assert metrics["status"] == "ok"
+    assert metrics["variant"] == variant and metrics["data"] == "digits"
+    for key in ("test/acc", "val/acc_best", "train/loss", "params", "wall_s", "train_samples_per_s"):
+        assert key in metrics, key
+    assert 0.0 <= metrics["test/acc"] <= 1.0 and metrics["params"] > 0
+    assert list(run.glob("events.out.tfevents.*"))
+    assert (run / "checkpoints" / "last.ckpt").exists()
+    assert len(list((run / "checkpoints").glob("epoch*.ckpt"))) == 1
+    assert (run / ".hydra" / "config.yaml").exists() and (run / "train.log").exists()
+
+
+def test_dot_learns_digits(cli):
+    root, _ = cli("model=dot", "net.dim=32", "trainer.max_epochs=20", "seed=0", "callbacks.progress_bar.refresh_rate=0")
+    (run,) = run_dirs(root / "outputs")
+    metrics = read_metrics(run)
+    assert metrics["test/acc"] >= 0.85, metrics
+    assert metrics["val/acc_best"] >= metrics["val/acc"] - 1e-9
+
+
+def test_logger_none_trains_and_records(cli):
+    root, _ = cli("logger=none", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0")
+    (run,) = run_dirs(root / "outputs")
+    assert read_metrics(run)["status"] == "ok" and not list(run.rglob("events.out.tfevents.*"))
+
+
+def test_step_level_loss_when_asked_for(cli):
+    root, _ = cli("module.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
+    scalars, _, _ = read_events(run_dirs(root / "outputs")[0])
+    assert len(scalars["train/loss_step"]) == 3 and len(scalars["train/loss"]) == 1  # steps 0, 2, 4 and the epoch
+
+
+def test_tensorboard_has_epoch_scalars_hparams_and_figures(cli):
+    root, _ = cli("model=euclid", "trainer.max_epochs=2", "callbacks.progress_bar.refresh_rate=0")
+    (run,) = run_dirs(root / "outputs")
+    scalars, images, hparam_metrics = read_events(run)
+    assert len(scalars["train/loss"]) == 2 and len(scalars["val/acc"]) == 2, scalars.keys()
+    assert "val/acc_best" in scalars and "test/acc" in scalars
+    assert {"figures/attention", "figures/predictions"} <= images
+    assert {"test/acc", "val/acc_best"} <= hparam_metrics
+    metrics = read_metrics(run)
+    assert scalars["test/acc"][-1] == pytest.approx(metrics["test/acc"])
+    assert -1 not in scalars["test/acc"]
+
+
+@pytest.mark.parametrize("variant, precision", [("dot", "bf16-mixed"), ("euclid", "bf16-mixed"), ("euclid", "bf16-true")])
+def test_bf16_training_run_is_finite(cli, variant, precision):
+    """Training, the figures and the test all run at the trainer's precision (bf16-true: bf16 weights too)."""
+    root, _ = cli(f"model={variant}", f"trainer.precision={precision}", *FAST)
+    (run,) = run_dirs(root / "outputs")
+    record = read_metrics(run)
+    assert record["status"] == "ok"
+    assert all(record[k] == record[k] and abs(record[k]) < 1e6 for k in ("train/loss", "val/loss", "test/loss"))

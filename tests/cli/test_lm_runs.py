@@ -1,0 +1,95 @@
+"""Text runs through the CLI: toy corpus + attnexp-predict, a char-level file, a bad path."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attnexp.errors import AttnexpError
+from attnexp.cli.predict import find_checkpoint
+from conftest import REPO, read_metrics, run_dirs
+from helpers import read_events
+
+QUIET = ["callbacks.progress_bar.refresh_rate=0"]
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: one thread beats two fighting over shared cores
+
+
+def run_predict(run, *overrides: str) -> subprocess.CompletedProcess:
+    """``attnexp-predict`` (its module) on a run folder."""
+    env = {**os.environ, **ONE_THREAD, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "attnexp.cli.predict", f"run={run}", *overrides], cwd=run, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
+    root, _ = cli("model=dot", "data=corpus", "data.repeats=20", *QUIET, env=ONE_THREAD)
+    (run,) = run_dirs(root / "outputs")
+    assert run.name.endswith("_dot_corpus")
+    metrics = read_metrics(run)
+    assert metrics["status"] == "ok" and metrics["net"] == "lm"
+    assert metrics["val/ppl"] == pytest.approx(math.exp(metrics["val/loss"]), rel=1e-4)
+    assert metrics["test/ppl"] == pytest.approx(math.exp(metrics["test/loss"]), rel=1e-4)
+    assert metrics["task"] == "next_token"
+    assert metrics["train/ppl"] == pytest.approx(math.exp(metrics["train/loss"]), rel=1e-4)
+    scalars, images, _ = read_events(run)
+    assert {"train/loss", "train/ppl", "val/loss", "val/acc", "val/ppl"} <= scalars.keys()
+    assert {"figures/attention", "figures/next_token"} <= images
+    # the corpus's val and test text are the same: the tested checkpoint is the epoch of the lowest val/loss
+    assert metrics["test/loss"] == pytest.approx(min(scalars["val/loss"]), rel=1e-5)
+
+    proc = run_predict(run, 'prompt="[bos] el perro"', "top_k=3", "tokens=4")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[1] == "next token (top 3):" and lines[2].endswith("'come'"), proc.stdout
+    probs = [float(line.split()[0]) for line in lines[2:5]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    assert lines[-1].startswith("[bos] el perro come") and len(lines[-1].split()) == 7, proc.stdout
+    assert not list(run.glob("predict*")) and not (run / ".hydra" / "predict.yaml").exists()  # predicting writes nothing
+
+    proc = run_predict(run, 'prompt="zorro lobo"')
+    assert proc.returncode == 2 and "has no token the model knows" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_best_checkpoint_is_never_the_interrupted_one(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for age, name in enumerate(["interrupted.ckpt", "last.ckpt", "epoch001-acc0.5000.ckpt"]):
+        (folder / name).write_bytes(b"")
+        os.utime(folder / name, (1e9 - age, 1e9 - age))  # the interrupted state is the newest file
+    assert find_checkpoint(tmp_path, "best").name == "epoch001-acc0.5000.ckpt"
+    (folder / "epoch001-acc0.5000.ckpt").unlink()
+    assert find_checkpoint(tmp_path, "best").name == "last.ckpt"
+    (folder / "last.ckpt").unlink()
+    with pytest.raises(AttnexpError, match="interrupted before an epoch ended"):
+        find_checkpoint(tmp_path, "best")
+    assert find_checkpoint(tmp_path, str(folder / "interrupted.ckpt")).name == "interrupted.ckpt"
+
+
+def test_char_level_run_on_a_small_file(cli, tmp_path):
+    text = "".join(f"the {w} sat on the mat and {w} saw a cat.\n" for w in ("cat", "dog", "owl", "fox") * 30)
+    (tmp_path / "book.txt").write_text(text, encoding="utf-8")
+    root, _ = cli(
+        "model=se", "data=text", "data.path=book.txt", "data.level=char", "data.context=32", "net.dim=32",
+        "trainer.max_epochs=1", *QUIET, env=ONE_THREAD,
+    )
+    (run,) = run_dirs(root / "outputs")
+    metrics = read_metrics(run)
+    assert metrics["status"] == "ok" and run.name.endswith("_se_text")
+    assert math.isfinite(metrics["val/ppl"]) and metrics["val/ppl"] < 24  # below guessing among the ~24 characters
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    state = ckpt["TextDataModule"]
+    train_part = text[: int(len(text) * 0.8)]
+    assert state["level"] == "char" and state["context"] == 32
+    assert state["vocab"][0] == "[unk]" and set(state["vocab"][1:]) == set(train_part)
+
+
+def test_bad_text_path_stops_before_training(cli):
+    root, proc = cli("data=text", "data.path=missing.txt", *QUIET, check=False, env=ONE_THREAD)
+    assert proc.returncode != 0
+    assert "Cannot read data.path=missing.txt" in proc.stderr
+    assert not list(root.rglob("*.ckpt"))

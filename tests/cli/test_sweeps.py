@@ -1,0 +1,165 @@
+"""Sweeps produce named job folders, a correct summary and plots, survive failures and resume."""
+
+from __future__ import annotations
+
+import csv
+import math
+import signal
+import statistics
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from conftest import read_metrics, run_dirs
+from helpers import SLOW, start, wait_for_epochs
+from attnexp.cli.train import CONFIG_DIR
+
+QUIET = "callbacks.progress_bar.refresh_rate=0"
+
+
+def sweep_dir(root):
+    (folder,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
+    return folder
+
+
+def test_two_variants_two_seeds(cli):
+    root, proc = cli("--multirun", "model=dot,se", "seed=0,1", "trainer.max_epochs=2", QUIET)
+    sweep = sweep_dir(root)
+    names = {p.name for p in run_dirs(sweep)}
+    assert names == {f"{QUIET},model={m},seed={s},trainer.max_epochs=2" for m in ("dot", "se") for s in (0, 1)}
+    rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
+    assert set(rows) == {"model=dot", "model=se"}
+    for variant in ("dot", "se"):
+        records = [read_metrics(p) for p in run_dirs(sweep) if f"model={variant}," in p.name]
+        row = rows[f"model={variant}"]
+        assert row["n"] == "2" and row["status"] == "ok"
+        for key in ("test/acc", "val/acc_best"):
+            values = [r[key] for r in records]
+            assert math.isclose(float(row[key]), statistics.fmean(values), rel_tol=1e-9)
+            assert math.isclose(float(row[f"{key}_std"]), statistics.stdev(values), rel_tol=1e-9, abs_tol=1e-12)
+        assert int(row["params"]) == records[0]["params"]
+    assert (sweep / "val_acc_curves.png").stat().st_size > 10_000 and (sweep / "test_acc.png").stat().st_size > 5_000
+    assert "| model=dot | 2/2 |" in (sweep / "summary.md").read_text() and "| model=dot | 2/2 |" in proc.stdout
+
+
+def test_failing_job_is_recorded_and_others_run(cli):
+    root, proc = cli("--multirun", "model.heads=1,3", "trainer.max_epochs=1", QUIET, check=False)
+    assert proc.returncode == 1
+    sweep = sweep_dir(root)
+    status = {p.name.split(",")[1]: read_metrics(p)["status"] for p in run_dirs(sweep)}
+    assert status == {"model.heads=1": "ok", "model.heads=3": "failed"}
+    rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
+    assert rows["model.heads=1"]["status"] == "ok"
+    assert rows["model.heads=3"]["status"].startswith("seed 0 failed: dim=4 is not divisible by heads=3")
+
+
+def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
+    """test=false: a job is done when fit ends. Validating every other epoch: the plateau schedule skips the others."""
+    root, proc = cli("--multirun", "model=dot,se", "test=false", "module/scheduler=plateau", "trainer.max_epochs=2",
+                     "trainer.check_val_every_n_epoch=2", "paths.log_dir=outputs", QUIET)
+    sweep = sweep_dir(root)
+    assert not any("paths.log_dir" in p.name for p in run_dirs(sweep))  # the root is not part of a job's name
+    records = [read_metrics(p) for p in run_dirs(sweep)]
+    assert len(records) == 2 and all(r["status"] == "ok" and "test/acc" not in r and r["epochs"] == 2 for r in records)
+    rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
+    assert {row["status"] for row in rows.values()} == {"ok"} and all(float(row["val/acc_best"]) > 0 for row in rows.values())
+
+
+def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
+    from conftest import run_cli
+
+    args = ["--multirun", "seed=3,4", *[a for a in SLOW if not a.startswith("seed=")]]
+    proc = start(tmp_path, *args)
+    first = None
+    while first is None:  # wait until job 0 finished and job 1 has a checkpoint
+        wait_for_epochs(tmp_path, proc, 1)
+        done = [p for p in run_dirs(tmp_path / "outputs") if read_metrics(p)["status"] == "ok"]
+        if done and len(run_dirs(tmp_path / "outputs")) == 2:
+            other = [p for p in run_dirs(tmp_path / "outputs") if p not in done][0]
+            if (other / "checkpoints" / "last.ckpt").exists():
+                first = done[0]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    interrupted = [p for p in run_dirs(tmp_path / "outputs") if p != first][0]
+    assert read_metrics(interrupted)["status"] == "running"
+    finished_mtime = (first / "metrics.json").stat().st_mtime
+    run_cli(tmp_path, *args, "resume=true")
+    assert run_dirs(tmp_path / "outputs") == sorted([first, interrupted])
+    assert (first / "metrics.json").stat().st_mtime == finished_mtime  # skipped
+    assert read_metrics(interrupted)["status"] == "ok"
+    rows = list(csv.DictReader((sweep_dir(tmp_path) / "summary.csv").open()))
+    assert len(rows) == 1 and rows[0]["n"] == "2"
+
+
+def test_ddp_on_cpu_gives_one_run(cli):
+    root, _ = cli("trainer=ddp", "trainer.accelerator=cpu", "trainer.max_epochs=1", QUIET)
+    (run,) = run_dirs(root / "outputs")
+    record = read_metrics(run)
+    assert record["status"] == "ok"
+    # both ranks' samples: the digits training split (1797 - 360 test - 180 val), one share per rank
+    assert record["train_samples_per_s"] * record["fit_s"] == pytest.approx(1257 // 2 * 2, rel=0.01)
+    assert len(list((root / "outputs").rglob(".hydra"))) == 1
+
+
+def test_joblib_launcher_runs_jobs_in_parallel_processes(cli):
+    root, _ = cli("--multirun", "hydra/launcher=parallel", "model=dot,mlp", "trainer.max_epochs=1", QUIET)
+    sweep = sweep_dir(root)
+    assert len(run_dirs(sweep)) == 2 and all(read_metrics(p)["status"] == "ok" for p in run_dirs(sweep))
+    assert (sweep / "summary.csv").exists()
+
+
+def test_optuna_search_optimises_the_returned_metric(cli):
+    root, proc = cli("--multirun", "hparams_search=optuna", "hydra.sweeper.n_trials=2", "trainer.max_epochs=1", QUIET)
+    best = max(read_metrics(p)["val/acc_best"] for p in run_dirs(root / "outputs"))
+    assert f"Best value: {best}" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("parallel", "JoblibLauncher")])
+def test_launcher_configs_compose(launcher, target):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith(target)
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.timeout_min == 240 and cfg.hydra.launcher.gpus_per_node == 1
+
+
+def test_curves_come_from_the_csv_logger_without_tensorboard(tmp_path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    from attnexp.cli.compare import val_curve
+
+    logger = CSVLogger(save_dir=tmp_path, name="", version="")  # as configs/logger/csv.yaml writes it
+    for step, (epoch, acc) in enumerate([(0, 0.5), (0, 0.6), (1, 0.7)]):
+        logger.log_metrics({"val/acc": acc, "epoch": epoch}, step=step)
+        logger.log_metrics({"train/loss": 1.0, "epoch": epoch}, step=step)  # rows without val/acc are skipped
+    logger.save()
+    assert val_curve(tmp_path) == [(0, 0.6), (1, 0.7)]
+
+
+def test_overrides_too_long_for_a_folder_name_get_a_short_one(cli):
+    root, proc = cli("--multirun", "seed=0,1", f"+note={'x' * 300}", "trainer.max_epochs=1",
+                     "trainer.limit_train_batches=2", QUIET, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+    sweep = sweep_dir(root)
+    names = sorted(p.relative_to(sweep).as_posix() for p in run_dirs(sweep))
+    assert len(names) == 2 and all(n.startswith("job") and "/" not in n and len(n) < 40 for n in names), names
+    assert "2/2" in (sweep / "summary.md").read_text()
+
+
+def test_job_folder_names_are_one_level_and_stable():
+    from attnexp.cli.run_folders import job_dirname
+
+    assert job_dirname("data.path=/a/b.txt,seed=0", 3) == "data.path=_a_b.txt,seed=0"  # one folder, not three
+    long = "note=" + "x" * 300
+    assert job_dirname(long, 3) == job_dirname(long, 3) != job_dirname(long + "y", 3)  # a resumed sweep finds it
+    assert job_dirname(long, 3).startswith("job3_") and job_dirname("", 0) == ""
+
+
+def test_compare_names_a_missing_folder(tmp_path, capsys):
+    from attnexp.cli.compare import main
+
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert f"no such folder: {tmp_path / 'nowhere'}" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2 and "No runs" in capsys.readouterr().err  # a folder without runs

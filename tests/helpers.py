@@ -1,0 +1,112 @@
+"""Helpers shared by the tests: stand-in data files, composed configs, CLI runs in the background, event files."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+from attnexp.cli.train import CONFIG_DIR  # registers the config's resolvers
+from conftest import REPO, TEST_ENV, read_metrics, run_dirs
+
+
+def write_idx(raw, name: str, array: np.ndarray) -> None:
+    dims = array.shape
+    header = struct.pack(">HBB", 0, 0x08, len(dims)) + struct.pack(f">{len(dims)}I", *dims)
+    (raw / name).write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def fake_mnist(root, n_train=120, n_test=40, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    arrays = {}
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, size=(n, 28, 28))
+        labels = rng.integers(0, 10, size=(n,))
+        write_idx(raw, f"{split}-images-idx3-ubyte", images)
+        write_idx(raw, f"{split}-labels-idx1-ubyte", labels)
+        arrays[split] = (images, labels)
+    return arrays
+
+
+def read_events(run) -> tuple[dict[str, list[float]], set[str], set[str]]:
+    """Scalars, image tags and the metric names of the hparams experiment, from all event files."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+    from tensorboard.util.tensor_util import make_ndarray
+
+    scalars, images, hparam_metrics = {}, set(), set()
+    for path in sorted(run.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                plugin = value.metadata.plugin_data.plugin_name
+                if plugin == "hparams":
+                    data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                    hparam_metrics |= {m.name.tag for m in data.experiment.metric_infos}
+                elif plugin == "images" or value.HasField("image"):
+                    images.add(value.tag)
+                elif plugin == "scalars" or value.HasField("simple_value") or value.HasField("tensor"):
+                    number = value.simple_value if value.HasField("simple_value") else float(make_ndarray(value.tensor))
+                    scalars.setdefault(value.tag, []).append(number)
+    return scalars, images, hparam_metrics
+
+
+def options(group: str) -> list[str]:
+    """The options of a config group, from the files in configs/: tests cover new ones without edits."""
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+def model_factory(variant: str, **overrides):
+    """The variant's mixer factory exactly as its config file builds it (``configs/model/<variant>.yaml``)."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    return instantiate(OmegaConf.merge(OmegaConf.load(Path(CONFIG_DIR) / "model" / f"{variant}.yaml"), overrides))
+
+
+def compose_cfg(overrides: list[str], tmp_path: Path):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+SLOW = ["trainer.max_epochs=3", "trainer.deterministic=true", "data.batch_size=16", "net.dim=16", "seed=3",
+        "callbacks.progress_bar.refresh_rate=0"]
+
+
+def start(cwd, *overrides):
+    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "attnexp.cli.train", *overrides], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_epochs(cwd, proc, epochs: int, timeout: float = 120) -> dict:
+    """Poll the run's metrics.json until it reports ``epochs`` finished epochs."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for run in run_dirs(cwd / "outputs"):
+            try:
+                record = read_metrics(run)
+            except (json.JSONDecodeError, FileNotFoundError):
+                continue
+            if record.get("epochs", 0) >= epochs and (run / "checkpoints" / "last.ckpt").exists():
+                return record
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.02)
+    raise AssertionError("the run did not reach the wanted epoch in time")

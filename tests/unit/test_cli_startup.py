@@ -1,0 +1,33 @@
+"""The command line answers --help, --cfg and config-level bad input without importing torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+PROBE = """
+import sys
+sys.argv = ["attnexp", *sys.argv[1:]]
+import attnexp.cli.compare, attnexp.cli.predict, attnexp.cli.sweep  # noqa: F401
+from attnexp.cli.train import main
+try:
+    main()
+except SystemExit as stop:
+    print("exit", stop.code)
+heavy = sorted(m for m in ("torch", "pytorch_lightning", "torchmetrics", "torchvision", "matplotlib") if m in sys.modules)
+print("heavy:", ",".join(heavy) or "none")
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["model=euclid", "--cfg", "job"], ["--info"], ["model.heads=0"],
+                                  ["data.val_size=0"], ["model=euclid", "model.eps=-1"], ["trainer.max_epochs=abc"]])
+def test_no_heavy_import_before_a_run_is_built(args, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert "heavy: none" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    if "=" in args[-1]:  # a bad value: explained, exit status 2
+        assert "exit 2" in proc.stdout and "is not allowed" in proc.stderr, proc.stderr[-2000:]

@@ -1,0 +1,97 @@
+"""Every option of every config group composes and instantiates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+from hydra.utils import instantiate
+
+from helpers import compose_cfg, options
+
+
+CASES = [(g, o) for g in ("data", "model", "net", "task", "trainer", "logger", "callbacks", "module", "experiment") for o in options(g)]
+
+
+def test_groups_are_discovered():
+    assert {"dot", "euclid", "masked", "se", "mlp"} <= set(options("model"))
+    assert {"digits", "mnist", "corpus", "text"} <= set(options("data"))
+    assert {"default", "cpu", "gpu"} <= set(options("trainer"))
+
+
+def required_overrides(group: str, option: str, tmp_path: Path) -> list[str]:
+    """Values an option leaves to the user, filled with small local stand-ins."""
+    if (group, option) == ("data", "text"):
+        path = tmp_path / "text.txt"
+        path.write_text("to be, or not to be, that is the question. " * 20, encoding="utf-8")
+        return [f"data.path={path}", "data.context=8"]
+    if (group, option) == ("net", "lm"):
+        return ["data=corpus"]  # the language model is built from text data
+    return []
+
+
+@pytest.mark.parametrize("group,option", CASES, ids=[f"{g}={o}" for g, o in CASES])
+def test_option_composes_and_instantiates(group, option, tmp_path):
+    override = f"+experiment={option}" if group == "experiment" else f"{group}={option}"
+    cfg = compose_cfg([override.lstrip("+"), *required_overrides(group, option, tmp_path)], tmp_path)
+    datamodule = instantiate(cfg.data)
+    net = instantiate(cfg.net, **datamodule.spec)
+    module = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
+    assert isinstance(module, pl.LightningModule)
+    assert module.configure_optimizers() is not None
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    assert all(isinstance(c, pl.Callback) for c in callbacks)
+    if group == "trainer" and option == "gpu":
+        return  # building a GPU trainer needs a GPU; its config composed above
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
+    assert isinstance(trainer, pl.Trainer)
+
+
+@pytest.mark.parametrize("option", options("module/scheduler"))
+def test_scheduler_is_picked_without_plus(option, tmp_path):
+    cfg = compose_cfg([f"module/scheduler={option}"], tmp_path)
+    module = instantiate(cfg.module, net=instantiate(cfg.net, **instantiate(cfg.data).spec), task=instantiate(cfg.task))
+    schedule = module.configure_optimizers()["lr_scheduler"]
+    assert type(schedule["scheduler"]).__name__ == cfg.module.scheduler._target_.rsplit(".", 1)[-1]
+    assert schedule["strict"] is False  # an epoch without validation (check_val_every_n_epoch > 1) keeps the rate
+
+
+@pytest.mark.parametrize("option", options("trainer"))
+def test_the_data_sampler_splits_across_ranks_itself(option, tmp_path):
+    """The data's batch sampler already gives each rank its share: Lightning must not split it again."""
+    assert compose_cfg([f"trainer={option}"], tmp_path).trainer.use_distributed_sampler is False
+
+
+@pytest.mark.parametrize("data,net", [("digits", "PatchClassifier"), ("mnist", "PatchClassifier"),
+                                      ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel")])
+def test_data_picks_its_network(data, net, tmp_path):
+    assert compose_cfg([f"data={data}"], tmp_path).net._target_.endswith(net)
+    assert compose_cfg([f"data={data}", "net=patch"], tmp_path).net._target_.endswith("PatchClassifier")
+
+
+@pytest.mark.parametrize("data,task,monitor,mode", [("digits", "ImageClassification", "val/acc", "max"),
+                                                    ("corpus", "NextToken", "val/loss", "min")])
+def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task, monitor, mode, tmp_path):
+    cfg = compose_cfg([f"data={data}"], tmp_path)
+    assert cfg.task._target_.endswith(task)
+    assert (cfg.callbacks.checkpoint.monitor, cfg.callbacks.checkpoint.mode) == (monitor, mode)
+    import torch
+
+    callback = instantiate(cfg.callbacks.checkpoint)
+    path = Path(callback.format_checkpoint_name({"epoch": 3, monitor: torch.tensor(0.25)}))
+    assert path.parent == Path(callback.dirpath) and path.name == "epoch003-best0.2500.ckpt"  # no sub-folder from '/'
+
+
+@pytest.mark.parametrize("mode,best,current,replaces", [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False),
+                                                        ("min", 0.2, 0.2, True), ("min", 0.2, 0.3, False)])
+def test_a_tie_with_the_best_epoch_goes_to_the_later_one(mode, best, current, replaces):
+    import torch
+    from types import SimpleNamespace
+
+    from attnexp.cli.checkpoints import BestCheckpoint
+
+    callback = BestCheckpoint(monitor="val/x", mode=mode, save_top_k=1)
+    callback.best_k_models, callback.kth_best_model_path = {"a.ckpt": torch.tensor(best)}, "a.ckpt"
+    trainer = SimpleNamespace(strategy=SimpleNamespace(reduce_boolean_decision=lambda decision: decision))
+    assert callback.check_monitor_top_k(trainer, torch.tensor(current)) is replaces

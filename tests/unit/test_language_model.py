@@ -1,0 +1,128 @@
+"""The language model: no variant sees the future, every variant learns the toy corpus, prompts are explained."""
+
+from __future__ import annotations
+
+
+import math
+import re
+from functools import partial
+from pathlib import Path
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from omegaconf import OmegaConf
+
+from attnexp.data import CorpusDataModule, Vocabulary
+from attnexp.errors import AttnexpError, explain, root_cause
+from attnexp.networks import LanguageModel
+from attnexp.networks.positions import SinusoidalPositions
+from attnexp.module import TaskModule
+from attnexp.tasks import NextToken
+from attnexp.cli.predict import encode_prompt, next_token_probs
+from attnexp.cli.train import CONFIG_DIR, build_net
+from helpers import model_factory, options
+
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These models are tiny: one thread is faster than two fighting over shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def mixer(variant: str, **overrides):
+    """The variant's factory exactly as its config builds it (the configs ask for causal=false)."""
+    return model_factory(variant, **overrides)
+
+
+def refuses_text(variant: str) -> bool:
+    """A variant that cannot be causal says so when the language model asks it to be."""
+    try:
+        LanguageModel(mixer(variant), vocab_size=5, context=4, dim=8, depth=1)
+    except AttnexpError as err:
+        assert "cannot predict next tokens" in str(err)
+        return True
+    return False
+
+
+CAUSAL_VARIANTS = [v for v in options("model") if not refuses_text(v)]  # discovered from configs/model
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("variant", CAUSAL_VARIANTS)
+def test_no_variant_sees_later_tokens(variant, positions):
+    torch.manual_seed(0)
+    net = LanguageModel(mixer(variant, heads=2), vocab_size=11, context=9, dim=16, depth=2, dropout=0.0, positions=positions).eval()
+    x = torch.randint(0, 11, (3, 9))
+    for need_weights in (False, True):
+        logits = net(x, need_weights=need_weights)
+        logits = logits[0] if need_weights else logits
+        for i in range(8):
+            changed = x.clone()
+            changed[:, i + 1 :] = (x[:, i + 1 :] + torch.randint(1, 11, (3, 8 - i))) % 11  # every later token differs
+            after = net(changed, need_weights=need_weights)
+            after = after[0] if need_weights else after
+            torch.testing.assert_close(after[:, : i + 1], logits[:, : i + 1], rtol=1e-5, atol=1e-5)
+            assert not torch.allclose(after[:, i + 1 :], logits[:, i + 1 :])  # the change did reach later positions
+
+
+def test_mlp_is_refused_with_a_reason():
+    lm = OmegaConf.load(Path(CONFIG_DIR) / "net" / "lm.yaml")
+    lm.mixer = {"_target_": "attnexp.attention.DenseMixer", "_partial_": True}
+    with pytest.raises(Exception) as err:  # Hydra wraps it; the CLI shows the innermost explained error
+        build_net(lm, {"vocab_size": 5, "context": 4})
+    assert isinstance(root_cause(err.value), AttnexpError)
+    assert re.search(r"mlp token mixer cannot predict next tokens.*model=dot, euclid, masked or se", explain(err.value))
+
+
+def test_sinusoidal_positions():
+    table = SinusoidalPositions(length=6, dim=5)(6)  # odd width works too
+    position = torch.arange(6.0)
+    torch.testing.assert_close(table[:, 0], torch.sin(position))
+    torch.testing.assert_close(table[:, 1], torch.cos(position))
+    torch.testing.assert_close(table[:, 2], torch.sin(position / 10000 ** (2 / 5)))
+    assert table.shape == (6, 5)
+
+
+def test_net_that_does_not_fit_the_data_is_explained():
+    patch = OmegaConf.load(Path(CONFIG_DIR) / "net" / "patch.yaml")
+    patch.mixer = None
+    with pytest.raises(AttnexpError, match=r"does not fit this data.*takes no \['context', 'vocab_size'\].*net=lm"):
+        build_net(patch, {"vocab_size": 10, "context": 8})
+
+
+def train_toy(variant: str) -> tuple[LanguageModel, Vocabulary, float]:
+    """Seeded short training on the toy corpus; returns the net, the vocabulary and the last train loss."""
+    pl.seed_everything(0, verbose=False)
+    dm = CorpusDataModule(context=8, repeats=20)
+    net = LanguageModel(mixer(variant), **dm.spec)
+    module = TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3))
+    trainer = pl.Trainer(
+        max_epochs=5, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
+    )
+    trainer.fit(module, datamodule=dm)
+    return net.eval(), dm.vocab, float(trainer.callback_metrics["train/loss"])
+
+
+@pytest.mark.parametrize("variant", CAUSAL_VARIANTS)
+def test_toy_corpus_is_learnt(variant):
+    net, vocab, loss = train_toy(variant)
+    first = vocab.tokens[next_token_probs(net, vocab.encode(["[bos]"])[0]).argmax()]
+    after_dog = vocab.tokens[next_token_probs(net, vocab.encode(["[bos]", "el", "perro"])[0]).argmax()]
+    assert first in {"el", "un"}, first
+    assert after_dog == "come", after_dog
+    assert loss < math.log(len(vocab)) / 2, loss
+
+
+def test_prompt_unknown_words_warn_and_only_unknown_words_fail(capsys):
+    vocab = Vocabulary.build("[bos] el perro come".split(), "word")
+    ids = encode_prompt("[bos] el zorro", vocab)
+    assert vocab.decode(ids.tolist()) == ["[bos]", "el", "[unk]"]
+    assert "read as [unk]: 'zorro'" in capsys.readouterr().err
+    with pytest.raises(AttnexpError, match=r"has no token the model knows.*e\.g\. "):
+        encode_prompt("zorro lobo", vocab)
