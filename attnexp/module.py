@@ -28,9 +28,9 @@ class TaskModule(pl.LightningModule):
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
     resumed run continues exactly as an uninterrupted one would.
 
-    Logged per epoch: ``train/loss``, ``train/acc``, ``val/loss``, ``val/acc_best``,
-    ``test/loss``, then the task's metrics under ``val/`` and ``test/`` (``acc``)
-    and those it derives from each stage's loss (``ppl``).
+    Logged per epoch, with the epoch as the x value: ``train/loss``, ``train/acc``, ``train/lr``,
+    ``val/loss``, ``val/acc_best``, ``test/loss``, then the task's metrics under ``val/`` and
+    ``test/`` (``acc``) and those it derives from each stage's loss (``ppl``).
     """
 
     def __init__(
@@ -125,7 +125,13 @@ class TaskModule(pl.LightningModule):
         self._check_finite()
         n = max(self.train_count, 1)
         loss = self.train_loss_sum / n
-        self.log_dict({"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss)}, sync_dist=True)
+        lr = self.trainer.optimizers[0].param_groups[0]["lr"]  # the rate this epoch trained with (schedulers step after)
+        values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": lr}
+        self.log_dict({**values, **self._epoch_step()}, sync_dist=True)
+
+    def _epoch_step(self) -> dict[str, float]:
+        """Lightning's ``step`` key: per-epoch curves get the epoch as their x value, not the optimizer step."""
+        return {"step": float(self.current_epoch)}
 
     def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict) -> None:
         loss, logits, y = self._step(batch)
@@ -137,7 +143,7 @@ class TaskModule(pl.LightningModule):
         """Log ``<stage>/loss``, the task's metrics and what it derives from the loss; reset them."""
         loss = loss_metric.compute()
         values = {f"{stage}/loss": loss, **{f"{stage}/{name}": m.compute() for name, m in metrics.items()}}
-        self.log_dict({**values, **self.task.derived(stage, loss)}, sync_dist=True)
+        self.log_dict({**values, **self.task.derived(stage, loss), **self._epoch_step()}, sync_dist=True)
         loss_metric.reset()
         for metric in metrics.values():
             metric.reset()
@@ -150,7 +156,7 @@ class TaskModule(pl.LightningModule):
         values = self._log_stage("val", self.val_loss, self.val_metrics)
         if not self.trainer.sanity_checking and "val/acc" in values:
             self.val_acc_best.update(values["val/acc"])
-            self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True)
+            self.log_dict({"val/acc_best": self.val_acc_best.compute(), **self._epoch_step()}, sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, self.test_loss, self.test_metrics)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from hydra import compose, initialize_config_dir
@@ -40,26 +41,42 @@ def fake_mnist(root, n_train=120, n_test=40, seed=0):
     return arrays
 
 
-def read_events(run) -> tuple[dict[str, list[float]], set[str], set[str]]:
-    """Scalars, image tags and the metric names of the hparams experiment, from all event files."""
+class Events(NamedTuple):
+    """What a folder's TensorBoard event files hold."""
+
+    scalars: dict[str, list[float]]  # tag -> values, in order
+    steps: dict[str, list[int]]  # tag -> their steps
+    images: set[str]
+    hparams: set[str]  # the keys of the HParams session
+    experiments: int  # HParams "experiment" summaries written
+    texts: set[str]
+
+
+def read_events(run) -> Events:
+    """Scalars with their steps, image tags, HParams keys and Text tags, from all event files of a folder."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
     from tensorboard.util.tensor_util import make_ndarray
 
-    scalars, images, hparam_metrics = {}, set(), set()
+    found = Events({}, {}, set(), set(), 0, set())
+    experiments = 0
     for path in sorted(run.glob("events.out.tfevents.*")):
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
                 plugin = value.metadata.plugin_data.plugin_name
                 if plugin == "hparams":
                     data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
-                    hparam_metrics |= {m.name.tag for m in data.experiment.metric_infos}
+                    found.hparams.update(data.session_start_info.hparams)
+                    experiments += data.HasField("experiment")
+                elif plugin == "text":
+                    found.texts.add(value.tag.split("/")[0])
                 elif plugin == "images" or value.HasField("image"):
-                    images.add(value.tag)
-                elif plugin == "scalars" or value.HasField("simple_value") or value.HasField("tensor"):
+                    found.images.add(value.tag)
+                elif plugin == "scalars" or value.HasField("simple_value"):
                     number = value.simple_value if value.HasField("simple_value") else float(make_ndarray(value.tensor))
-                    scalars.setdefault(value.tag, []).append(number)
-    return scalars, images, hparam_metrics
+                    found.scalars.setdefault(value.tag, []).append(number)
+                    found.steps.setdefault(value.tag, []).append(event.step)
+    return found._replace(experiments=experiments)
 
 
 def options(group: str) -> list[str]:

@@ -66,8 +66,8 @@ class DenseMixer(TokenMixer):
         if self.request.causal:
             raise AttnexpError(
                 "The mlp token mixer cannot predict next tokens: it mixes every position of the window with every "
-                "other, so position i would see the token it must predict. On text data use model=dot, euclid, "
-                "masked or se; each runs causal there (se squeezes with a running mean)."
+                "other, so position i would see the token it must predict. On text data pick a variant that can be "
+                "causal, e.g. model=dot or model=euclid (attnexp --help lists the variants)."
             )
         if num_tokens is None:
             raise AttnexpError("The mlp token mixer needs a fixed number of tokens, and this network gives none.")

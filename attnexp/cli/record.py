@@ -1,9 +1,11 @@
 """``metrics.json``, the record every run folder holds: its fields, status values and the one reader and writer.
 
-A record has a header (``variant``, ``data``, ``net``, ``task``, ``seed``, ``params``), a ``status``
-and, once there are some, the final metrics under their logged names (``test/acc``) with timings
-(``wall_s``, ``fit_s``, ``epochs``, ``seconds_per_epoch``, ``train_samples_per_s``) and, for a run that
-did not finish, ``error``.
+A record has a header (``variant``, ``data``, ``net``, ``task``, ``seed``, ``params``; from the task:
+``classes``, ``summary`` (the metrics a comparison reports, as ``[name, "max" or "min"]`` pairs in order), ``monitor``
+and ``mode``), a ``status`` and, once there are some, the final metrics under their logged names
+(``test/acc``), ``monitor_best`` (the tested checkpoint's value of ``monitor``), timings (``wall_s``,
+``fit_s``, ``epochs``, ``seconds_per_epoch``, ``train_samples_per_s``) and, for a run that did not
+finish, ``error``.
 """
 
 from __future__ import annotations

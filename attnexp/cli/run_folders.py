@@ -64,10 +64,16 @@ def output_dir(resume: Any, root: str, new_dir: str, kind: str, *, _root_: Any) 
 
 
 def job_dirname(overrides: str, num: int) -> str:
-    """Resolver for a sweep job's folder name: its overrides (``hydra.job.override_dirname``) with ``/`` as
-    ``_``; where that is too long for a file name, ``job<num>_`` and a hash of it (the same for a resumed sweep)."""
-    name = str(overrides).replace("/", "_")
-    if len(name.encode()) <= 200:
+    """Resolver for a sweep job's folder: its overrides that vary in the sweep (``hydra.job.override_dirname``, the
+    fixed ones excluded by :class:`attnexp.cli.sweep.SweepCallback`), one folder level each, the variant first:
+    ``model=euclid/seed=1``. ``/`` inside a value becomes ``_``; where the name would be too long for file names,
+    ``job<num>_`` and a hash of it (the same for a resumed sweep); ``job<num>`` when nothing varies."""
+    items = [item.replace("/", "_") for item in str(overrides).split(",") if item]
+    items.sort(key=lambda item: (not item.lstrip("+~").startswith("model="), item))
+    name = "/".join(items)
+    if not name:
+        return f"job{num}"
+    if max(len(item.encode()) for item in items) <= 200:
         return name
     return f"job{num}_{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 

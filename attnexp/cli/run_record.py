@@ -1,55 +1,31 @@
-"""metrics.json for every run, and TensorBoard hparams with the real final metrics."""
+"""The callback that keeps every run's metrics.json up to date (see :mod:`attnexp.cli.record`)."""
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 from omegaconf import OmegaConf
-from pytorch_lightning.loggers import TensorBoardLogger
 
 from attnexp.cli import record
 from attnexp.errors import explain
 from attnexp.module import DivergedError
 
 
-def write_hparams(logger: TensorBoardLogger, params: dict[str, Any], metrics: dict[str, float]) -> None:
-    """Add the HParams-tab entry for this run, naming the metrics it shows.
-
-    Only the hparams summaries are written: the metric values come from the
-    scalars already logged under the same tags, so no extra points are added.
-    """
-    from torch.utils.tensorboard.summary import hparams
-
-    writer = logger.experiment._get_file_writer()
-    for summary in hparams(params, metrics):
-        writer.add_summary(summary)
-    writer.flush()
-
-
-def run_hparams(output_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Flat hyperparameters and config-group choices of the Hydra run in ``output_dir``."""
+def run_choices(output_dir: Path) -> tuple[dict[str, str], Any]:
+    """The config-group choices and the seed of the Hydra run in ``output_dir``."""
     cfg_path, hydra_path = output_dir / ".hydra" / "config.yaml", output_dir / ".hydra" / "hydra.yaml"
-    if not cfg_path.exists():
-        return {}, {}
-    cfg = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
     choices = dict(OmegaConf.load(hydra_path).hydra.runtime.choices) if hydra_path.exists() else {}
-    flat: dict[str, Any] = {f"choice/{k}": str(v) for k, v in choices.items() if not k.startswith("hydra")}
+    seed = OmegaConf.load(cfg_path).get("seed") if cfg_path.exists() else None
+    return {k: str(v) for k, v in choices.items() if not k.startswith("hydra")}, seed
 
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if not str(key).startswith("_"):
-                    walk(f"{prefix}{key}.", value)
-        elif not isinstance(node, str) or "${" not in node:
-            flat[prefix[:-1]] = node if isinstance(node, (int, float, bool, str)) else str(node)
 
-    for section in ("model", "net", "data", "task", "module", "seed", "trainer"):
-        walk(f"{section}.", cfg.get(section))
-    return flat, {k: str(v) for k, v in choices.items() if not k.startswith("hydra")}
+def best_score(trainer: pl.Trainer) -> dict[str, float]:
+    """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has."""
+    score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    return {} if score is None else {"monitor_best": float(score)}
 
 
 class RunRecord(pl.Callback):
@@ -78,8 +54,10 @@ class RunRecord(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.record:
             return
-        self.hparams, choices = run_hparams(self.output_dir)
-        self.record = record.header(choices, self.hparams.get("seed"), params=sum(p.numel() for p in pl_module.parameters()))
+        choices, seed = run_choices(self.output_dir)
+        self.record = record.header(choices, seed, params=sum(p.numel() for p in pl_module.parameters()))
+        task = pl_module.task
+        self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_started = time.perf_counter()
@@ -103,19 +81,11 @@ class RunRecord(pl.Callback):
             fit_s=round(self.fit_seconds, 3),
             seconds_per_epoch=round(self.fit_seconds / epochs, 3),
             train_samples_per_s=round(self.samples * trainer.world_size / max(self.fit_seconds, 1e-9), 1),  # ranks get equal shares
+            **best_score(trainer),
         )
-        if not self.test:
-            self._write_hparams(trainer)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._write(trainer, record.OK)
-        self._write_hparams(trainer)
-
-    def _write_hparams(self, trainer: pl.Trainer) -> None:
-        metrics = {k: v for k, v in record.final_metrics(self.record).items() if math.isfinite(v)}
-        for logger in trainer.loggers:
-            if self.hparams and isinstance(logger, TensorBoardLogger) and trainer.is_global_zero:
-                write_hparams(logger, self.hparams, metrics)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning

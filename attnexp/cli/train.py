@@ -64,9 +64,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import pytorch_lightning as pl
     from hydra.utils import instantiate
 
+    from attnexp.cli import console
     from attnexp.cli.checkpoints import check_checkpoint
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+    from attnexp.cli.interrupt import DeferredInterrupt
 
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    console.configure(multirun)
     check_environment(cfg)
     plain_cuda_check_without_driver()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -76,15 +80,21 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if ckpt_path:
         check_checkpoint(ckpt_path, module)
     callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    if multirun:  # no progress bars in a sweep: each job prints its result line
+        callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
+    callbacks.append(DeferredInterrupt())
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
-    if not logger:  # logger=none: the learning-rate monitor has nowhere to write
-        callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
+    quiet = {"enable_progress_bar": False, "enable_model_summary": False} if multirun else {}
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, **quiet)
+    if multirun:  # the model summary goes to train.log (Lightning's loggers write only there in a sweep)
+        from pytorch_lightning.utilities.model_summary import ModelSummary
+
+        logging.getLogger("pytorch_lightning").info(f"\n{ModelSummary(module)}")
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=not multirun)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     return metrics
 
@@ -110,7 +120,10 @@ def main(cfg: DictConfig) -> Any:
     other jobs still run.
     """
     try:
-        return train(cfg).get(cfg.get("optimized_metric") or "val/acc_best")
+        metrics = train(cfg)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            log.info(result_line(Path(cfg.paths.output_dir)))
+        return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
         status = record_failure(cfg, err)
         if status == record.FAILED and is_bad_input(err):
@@ -120,12 +133,28 @@ def main(cfg: DictConfig) -> Any:
             "the same command with resume=true continues from the last finished epoch."
             if status == record.INTERRUPTED else explain(err)
         )
-        log.error(f"Run {status.replace('_', ' ')}: {reason}")
+        job = f" {job_name()}" if HydraConfig.get().mode == RunMode.MULTIRUN else ""
+        log.error(f"Run{job} {status.replace('_', ' ')}: {reason}")
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if status != record.INTERRUPTED and HydraConfig.get().mode == RunMode.MULTIRUN:
             return float("nan")  # the sweep goes on; its summary reports this job as failed
         raise SystemExit(EXIT_CODES[status]) from None
+
+
+def job_name() -> str:
+    """A sweep job's number and its varying overrides: ``#3 (model=euclid,seed=1)``."""
+    job = HydraConfig.get().job
+    return f"#{job.num} ({job.override_dirname or 'no overrides'})"
+
+
+def result_line(output_dir: Path) -> str:
+    """One line for a finished sweep job: its status, the task's first summary metric and its wall time."""
+    found = record.read(output_dir)
+    metric = next(iter(found.get("summary") or [["val/acc_best"]]))[0]
+    value = found.get(metric)
+    shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"no {metric}"
+    return f"Job {job_name()}: {found.get('status', '?')}, {shown}, {found.get('wall_s', 0):.1f} s"
 
 
 def cli() -> None:

@@ -1,4 +1,4 @@
-"""Figures for image tasks: attention maps beside their images, and a grid of predictions."""
+"""Figures for image tasks: attention maps beside their images, squeeze-excitation gates, and a grid of predictions."""
 
 from __future__ import annotations
 
@@ -8,39 +8,81 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so variants compare
 
-def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure:
-    """One row per sample: the input, then every layer's map per head (or SE channel gates)."""
-    layers = [(i, m) for i, m in enumerate(maps) if m is not None]
-    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in layers if m.dim() == 4 for h in range(m.shape[1])]
-    panels += [(f"layer {i} gates", m.reshape(len(m), 1, -1)) for i, m in layers if m.dim() < 4]
+
+def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:
+    """One row per sample: the input, then every layer's attention per head (queries down, keys across, by patch
+    index; all on the [0, 1] scale of the colour bar). None when no layer has (B, H, L, L) weights."""
+    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
+    if not panels:
+        return None
     cells = []
     for r in range(len(images)):
         cells.append((r, 0, images[r].permute(1, 2, 0).squeeze(-1), "input", {"cmap": "gray"}, {}))
-        cells += [(r, c, data[r].float(), title, {"cmap": "viridis"}, {}) for c, (title, data) in enumerate(panels, start=1)]
-    return panel_figure(cells, len(images), 1 + len(panels), (2.2, 2.2))
+        cells += [(r, c, data[r].float(), title, WEIGHT_SCALE, {}) for c, (title, data) in enumerate(panels, start=1)]
+    fig = panel_figure(cells, len(images), 1 + len(panels), (2.2, 2.35), axis_labels=("query patch", "key patch"))
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width + 1.0, height)  # room on the right for the colour bar and its labels
+    grid = fig.axes[0]
+    box = grid.get_position()
+    grid.set_position((0.0, box.y0, width / (width + 1.0), box.height))
+    bar = fig.add_axes(((width + 0.15) / (width + 1.0), box.y0 + 0.1 * box.height, 0.15 / (width + 1.0), 0.8 * box.height))
+    fig.colorbar(grid.images[1], cax=bar, label="attention weight")
+    return fig
+
+
+def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
+    """Squeeze-excitation gates per channel, one bar chart per layer: the mean over the samples shown, with their
+    spread (std) as whiskers: a gate with no spread is the same for every input. None when no layer has gates."""
+    gates = [(i, m.reshape(len(m), -1).float()) for i, m in enumerate(maps) if m is not None and m.dim() < 4]
+    if not gates:
+        return None
+    fig, axes = plt.subplots(len(gates), 1, figsize=(max(4.0, 0.25 * gates[0][1].shape[1] + 1.5), 2.6 * len(gates)), squeeze=False)
+    for ax, (i, g) in zip(axes[:, 0], gates):
+        channels = range(g.shape[1])
+        ax.bar(channels, g.mean(0), yerr=g.std(0) if len(g) > 1 else None, color="tab:green", capsize=2)
+        ax.set(ylim=(0, 1), xlabel="channel", ylabel="gate", title=f"layer {i} squeeze-excitation gates (mean, std over {len(g)} inputs)")
+        ax.set_xticks(list(channels)[:: max(1, g.shape[1] // 16)])
+    fig.tight_layout()
+    return fig
 
 
 def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: int = 8) -> plt.Figure:
-    """Grid of images titled ``true/pred``; wrong predictions in red."""
+    """Grid of images titled ``true -> predicted``; wrong predictions in red."""
     cells = [
-        (i // columns, i % columns, image.permute(1, 2, 0).squeeze(-1), f"{t}/{p}", {"cmap": "gray"},
+        (i // columns, i % columns, image.permute(1, 2, 0).squeeze(-1), f"{t} -> {p}", {"cmap": "gray"},
          {"fontsize": 9, "color": "black" if t == p else "red"})
         for i, (image, t, p) in enumerate(zip(images, targets.tolist(), preds.tolist()))
     ]
-    return panel_figure(cells, -(-len(images) // columns), columns, (1.4, 1.5))
+    fig = panel_figure(cells, -(-len(images) // columns), columns, (1.4, 1.5), top=0.35)
+    fig.suptitle("true -> predicted (wrong in red)", fontsize=10)
+    return fig
 
 
-def panel_figure(cells: list[tuple[int, int, Tensor, str, dict, dict]], rows: int, columns: int, size: tuple[float, float]) -> plt.Figure:
-    """Panels (row, column, image, title, imshow options, title options) on a grid of ``size``-inch
-    cells, each image a square under its title. One axes holds them all: an axes per panel made
-    the figures cost more than a short training run."""
-    fig = plt.figure(figsize=(size[0] * columns, size[1] * rows))
-    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-    side = min(0.88 * size[0], 0.78 * size[1])  # inches
+def panel_figure(
+    cells: list[tuple[int, int, Tensor, str, dict, dict]], rows: int, columns: int, size: tuple[float, float],
+    axis_labels: tuple[str, str] | None = None, top: float = 0.0,
+) -> plt.Figure:
+    """Panels (row, column, image, title, imshow options, title options) on a grid of ``size``-inch cells, each
+    image a square under its title; ``axis_labels`` (down, across) mark the first and last index of every panel
+    that is not the row's first. One axes holds them all: an axes per panel made the figures cost more than a
+    short training run. ``top``: inches kept free above the grid for a title."""
+    height_in = size[1] * rows + top
+    fig = plt.figure(figsize=(size[0] * columns, height_in))
+    ax = fig.add_axes((0.0, 0.0, 1.0, size[1] * rows / height_in))
+    side = min(0.80 * size[0], 0.72 * size[1])  # inches
     half, height = side / size[0] / 2, side / size[1]  # in cells
     for r, c, image, title, style, text in cells:
-        ax.imshow(image, extent=(c + 0.5 - half, c + 0.5 + half, r + 0.97, r + 0.97 - height), interpolation="nearest", **style)
-        ax.text(c + 0.5, r + 0.94 - height, title, ha="center", va="bottom", **{"fontsize": 8, **text})
+        left, bottom = c + 0.5 - half, r + 0.92
+        ax.imshow(image, extent=(left, c + 0.5 + half, bottom, bottom - height), interpolation="nearest", **style)
+        ax.text(c + 0.5, bottom - height - 0.02, title, ha="center", va="bottom", **{"fontsize": 8, **text})
+        if axis_labels and c > 0:
+            rows_, cols_ = image.shape[-2:]
+            ax.text(left - 0.01, bottom - height, "0", ha="right", va="top", fontsize=6)
+            ax.text(left - 0.01, bottom, f"{rows_ - 1}", ha="right", va="bottom", fontsize=6)
+            ax.text(left + 2 * half, bottom + 0.01, f"{cols_ - 1}", ha="right", va="top", fontsize=6)
+            ax.text(left - 0.04, bottom - height / 2, axis_labels[0], ha="right", va="center", rotation=90, fontsize=6)
+            ax.text(c + 0.5, bottom + 0.01, axis_labels[1], ha="center", va="top", fontsize=6)
     ax.set_xlim(0, columns), ax.set_ylim(rows, 0), ax.set_aspect("auto"), ax.set_axis_off()
     return fig

@@ -21,7 +21,7 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
     side = 1.2 + 0.28 * len(tokens)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
     for ax, (title, data, square) in zip(axes.flat, panels):
-        ax.imshow(data.float(), cmap="viridis", aspect="auto", interpolation="nearest")
+        shown = ax.imshow(data.float(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_title(title, fontsize=9)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
         ax.set_ylabel("query" if square else "token", fontsize=8)
@@ -29,11 +29,13 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
             ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)
         ax.set_xlabel("key" if square else "channel", fontsize=8)
     fig.tight_layout()
+    if panels:
+        fig.colorbar(shown, ax=list(axes.flat), fraction=0.03, pad=0.01, label="weight (attention) or gate")
     return fig
 
 
 def next_token_figure(
-    prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15
+    prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15, entropy: float | None = None
 ) -> plt.Figure:
     """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
     top = probs.topk(min(top_k, len(probs)))
@@ -44,6 +46,7 @@ def next_token_figure(
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=8)
     ax.set_ylabel("probability")
     shown = " ".join(prefix[-8:])
-    ax.set_title(f"next token after '{shown}'" + (f" (true: {target!r})" if target is not None else ""), fontsize=9)
+    sure = "" if entropy is None else f", entropy {entropy:.2f} nats"
+    ax.set_title(f"next token after '{shown}'" + (f" (true: {target!r}{sure})" if target is not None else ""), fontsize=9)
     fig.tight_layout()
     return fig

@@ -22,8 +22,11 @@ class Task:
     (:class:`attnexp.module.TaskModule`) asks it for each.
 
     The base is cross-entropy over the last axis of the logits, every leading axis flattened
-    (one prediction per image, or per token), measured by loss and accuracy.
+    (one prediction per image, or per token), measured by loss and accuracy. ``summary`` names the
+    metrics a comparison reports, each with its better direction (``max`` or ``min``).
     """
+
+    summary: dict[str, str] = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max") -> None:
         if mode not in MODES:

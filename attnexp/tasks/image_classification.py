@@ -9,15 +9,15 @@ from attnexp.tasks.base import Forward, Task
 
 class ImageClassification(Task):
     """Cross-entropy over classes; best checkpoint by ``val/acc`` by default. Figures: each layer's
-    attention maps over ``num_attention`` validation images and a grid of ``num_predictions`` predictions.
-    The data module provides ``val_dataloader()`` and ``as_images(x)``."""
+    attention maps over ``num_attention`` validation images (or squeeze-excitation gates), and a grid of
+    ``num_predictions`` predictions. The data module provides ``val_dataloader()`` and ``as_images(x)``."""
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 4, num_predictions: int = 32) -> None:
         super().__init__(monitor, mode)
         self.num_attention, self.num_predictions = num_attention, num_predictions
 
     def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
-        from attnexp.figures.images import attention_figure, prediction_figure
+        from attnexp.figures.images import attention_figure, gates_figure, prediction_figure
 
         n_att, n_pred = self.num_attention, self.num_predictions
         x, y = next(iter(datamodule.val_dataloader()))
@@ -27,7 +27,6 @@ class ImageClassification(Task):
         images = (images - images.amin()) / (images.amax() - images.amin()).clamp_min(1e-6)
         preds = logits.argmax(-1).cpu()
         figures = {"figures/predictions": prediction_figure(images[:n_pred], y[:n_pred], preds[:n_pred])}
-        if any(m is not None for m in maps):
-            maps = [m[:n_att].cpu() if m is not None else None for m in maps]
-            figures["figures/attention"] = attention_figure(images[:n_att], maps)
-        return figures
+        maps = [m[:n_att].cpu() if m is not None else None for m in maps]
+        drawn = {"figures/attention": attention_figure(images[:n_att], maps), "figures/gates": gates_figure(maps)}
+        return figures | {tag: fig for tag, fig in drawn.items() if fig is not None}

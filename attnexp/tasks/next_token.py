@@ -15,9 +15,11 @@ class NextToken(Task):
     Best checkpoint by ``val/loss`` (lowest) by default: next-token accuracy ties
     often between epochs whose perplexities differ. Figures: each head's attention
     over a validation sentence of at most ``max_tokens`` tokens, and the ``top_k``
-    most likely next tokens before its end. The data module provides ``vocab`` and
+    most likely next tokens where the model is least sure (highest entropy). The data module provides ``vocab`` and
     ``validation_sample(max_tokens)``.
     """
+
+    summary = {"test/ppl": "min", "val/loss": "min", "test/acc": "max"}
 
     def __init__(self, monitor: str = "val/loss", mode: str = "min", max_tokens: int = 24, top_k: int = 15) -> None:
         super().__init__(monitor, mode)
@@ -32,10 +34,12 @@ class NextToken(Task):
         ids = datamodule.validation_sample(self.max_tokens)  # (L,)
         logits, maps = forward(ids.unsqueeze(0))  # (1, L, V)
         tokens = datamodule.vocab.decode(ids.tolist())
-        at = max(len(tokens) - 2, 0)  # predict the sentence's last token from the rest
-        target = tokens[at + 1] if len(tokens) > 1 else None
-        probs = logits[0, at].softmax(-1).cpu()  # (V,)
-        figures = {"figures/next_token": next_token_figure(tokens[: at + 1], probs, datamodule.vocab.tokens, target, self.top_k)}
+        probs = logits[0].softmax(-1).cpu()  # (L, V)
+        entropy = -(probs * probs.clamp_min(1e-12).log()).sum(-1)  # (L,)
+        at = int(entropy[: max(len(tokens) - 1, 1)].argmax())  # a position whose next token is known, the least sure one
+        target = tokens[at + 1] if at + 1 < len(tokens) else None
+        bars = next_token_figure(tokens[: at + 1], probs[at], datamodule.vocab.tokens, target, self.top_k, float(entropy[at]))
+        figures = {"figures/next_token": bars}
         if any(m is not None for m in maps):
             labels = [repr(t)[1:-1] for t in tokens]
             maps = [m[0].cpu() if m is not None else None for m in maps]

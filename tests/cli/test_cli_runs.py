@@ -43,18 +43,18 @@ def test_logger_none_trains_and_records(cli):
 
 def test_step_level_loss_when_asked_for(cli):
     root, _ = cli("module.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
-    scalars, _, _ = read_events(run_dirs(root / "outputs")[0])
+    scalars = read_events(run_dirs(root / "outputs")[0]).scalars
     assert len(scalars["train/loss_step"]) == 3 and len(scalars["train/loss"]) == 1  # steps 0, 2, 4 and the epoch
 
 
 def test_tensorboard_has_epoch_scalars_hparams_and_figures(cli):
     root, _ = cli("model=euclid", "trainer.max_epochs=2", "callbacks.progress_bar.refresh_rate=0")
     (run,) = run_dirs(root / "outputs")
-    scalars, images, hparam_metrics = read_events(run)
+    scalars, _, images, hparam_keys, _, _ = read_events(run)
     assert len(scalars["train/loss"]) == 2 and len(scalars["val/acc"]) == 2, scalars.keys()
     assert "val/acc_best" in scalars and "test/acc" in scalars
     assert {"figures/attention", "figures/predictions"} <= images
-    assert {"test/acc", "val/acc_best"} <= hparam_metrics
+    assert {"variant", "seed", "lr", "params"} <= hparam_keys
     metrics = read_metrics(run)
     assert scalars["test/acc"][-1] == pytest.approx(metrics["test/acc"])
     assert -1 not in scalars["test/acc"]

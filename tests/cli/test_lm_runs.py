@@ -35,7 +35,7 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     assert metrics["test/ppl"] == pytest.approx(math.exp(metrics["test/loss"]), rel=1e-4)
     assert metrics["task"] == "next_token"
     assert metrics["train/ppl"] == pytest.approx(math.exp(metrics["train/loss"]), rel=1e-4)
-    scalars, images, _ = read_events(run)
+    scalars, _, images, _, _, _ = read_events(run)
     assert {"train/loss", "train/ppl", "val/loss", "val/acc", "val/ppl"} <= scalars.keys()
     assert {"figures/attention", "figures/next_token"} <= images
     # the corpus's val and test text are the same: the tested checkpoint is the epoch of the lowest val/loss

@@ -1,32 +1,55 @@
-"""The image figures: every panel drawn with its title, wrong predictions in red, one axes per figure."""
+"""The figures: titles that say what is shown, one [0, 1] scale for attention, gates as bars, mistakes in red."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import pytest
 import torch
 from matplotlib.colors import to_rgba
 
-from attnexp.figures.images import attention_figure, prediction_figure
+from attnexp.figures.images import attention_figure, gates_figure, prediction_figure
+from attnexp.figures.tokens import token_attention_figure
 
 
-def titles(fig: plt.Figure) -> list[tuple[str, tuple]]:
+def texts(fig: plt.Figure) -> list[tuple[str, tuple]]:
     return [(t.get_text(), to_rgba(t.get_color())) for t in fig.axes[0].texts]
 
 
-def test_prediction_grid_titles_each_image_true_over_predicted_with_mistakes_in_red():
+def test_prediction_grid_titles_each_image_true_then_predicted_with_mistakes_in_red():
     targets, preds = torch.tensor([3, 1, 4, 1, 5]), torch.tensor([3, 7, 4, 1, 2])
     fig = prediction_figure(torch.rand(5, 1, 28, 28), targets, preds, columns=2)
     assert len(fig.axes) == 1 and len(fig.axes[0].images) == 5
     red, black = to_rgba("red"), to_rgba("black")
-    assert titles(fig) == [("3/3", black), ("1/7", red), ("4/4", black), ("1/1", black), ("5/2", red)]
+    assert texts(fig) == [("3 -> 3", black), ("1 -> 7", red), ("4 -> 4", black), ("1 -> 1", black), ("5 -> 2", red)]
+    assert fig._suptitle.get_text().startswith("true -> predicted")
     plt.close(fig)
 
 
-def test_attention_figure_has_the_input_and_every_head_and_gate_panel_per_sample():
-    maps = [torch.rand(3, 2, 16, 16), None, torch.rand(3, 8)]  # layer 0: 2 heads; layer 2: SE gates
+def test_attention_maps_share_one_scale_with_a_colour_bar_and_labelled_axes():
+    maps = [torch.rand(3, 2, 16, 16) * 0.2, None, torch.rand(3, 8)]  # layer 0: 2 heads; layer 2: SE gates
     fig = attention_figure(torch.rand(3, 3, 32, 32), maps)
-    assert len(fig.axes) == 1 and len(fig.axes[0].images) == 3 * 4
-    assert [text for text, _ in titles(fig)][:4] == ["input", "layer 0 head 0", "layer 0 head 1", "layer 2 gates"]
-    shown = fig.axes[0].images[1].get_array()  # sample 0, layer 0, head 0
-    torch.testing.assert_close(torch.as_tensor(shown.data), maps[0][0, 0])
+    grid, bar = fig.axes  # one axes for every panel, one for the colour bar
+    assert len(grid.images) == 3 * 3 and bar.get_ylabel() == "attention weight"
+    shown = [t for t, _ in texts(fig)]
+    assert shown[:2] == ["input", "layer 0 head 0"] and "query patch" in shown and "key patch" in shown and "15" in shown
+    maps_shown = [im for im in grid.images if im.get_cmap().name == "viridis"]
+    assert {im.get_clim() for im in maps_shown} == {(0.0, 1.0)}  # not stretched to each panel's own range
+    torch.testing.assert_close(torch.as_tensor(maps_shown[0].get_array().data), maps[0][0, 0])
+    plt.close(fig)
+    assert attention_figure(torch.rand(3, 1, 8, 8), [torch.rand(3, 8)]) is None  # gates only: no attention figure
+
+
+def test_gates_are_bars_per_channel_with_their_spread():
+    gates = torch.tensor([[0.2, 0.9, 0.5], [0.4, 0.9, 0.5]])
+    fig = gates_figure([None, gates])
+    (ax,) = fig.axes
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx([0.3, 0.9, 0.5]) and ax.get_xlabel() == "channel" and "layer 1" in ax.get_title()
+    plt.close(fig)
+    assert gates_figure([torch.rand(2, 1, 4, 4)]) is None
+
+
+def test_token_attention_is_on_the_shared_scale():
+    fig = token_attention_figure(["a", "b", "c"], [torch.rand(2, 3, 3) * 0.1])
+    assert {ax.images[0].get_clim() for ax in fig.axes if ax.images} == {(0.0, 1.0)}
     plt.close(fig)
