@@ -25,9 +25,10 @@ import time
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from attnexp.attention import DotAttention, EuclidAttention, MultiHeadAttention
+from attnexp.attention.cosine import CosineAttention
+from attnexp.attention.l2 import L2Attention
 from attnexp.attention.euclid_tiled import tiled_euclid_attention
 from attnexp.attention.distance import euclid_score
 from attnexp.attention.euclid import flex_euclid_attention
@@ -39,11 +40,13 @@ LIBC = ctypes.CDLL("libc.so.6")
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Peak float32 (B, H, L, L) buffers a variant holds at once in forward+backward (measured at L=1024), for --max-gb.
-SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid tiled": 0, "euclid": 0, "dot explicit": 3, "euclid explicit": 8, "euclid cdist": 6}
+SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid tiled": 0, "euclid": 0, "dot explicit": 3, "euclid explicit": 8, "euclid cdist": 6,
+                  "l2": 0, "cosine": 0}
 
 
 def variants() -> dict[str, Kernel]:
     dot, masked, euclid = DotAttention(B * D, heads=H), DotAttention(B * D, heads=H, causal=True), EuclidAttention(B * D, heads=H, eps=EPS)
+    l2, cosine = L2Attention(B * D, heads=H), CosineAttention(B * D, heads=H)  # cosine: learned temperature
     return {
         "sdpa": lambda q, k, v: dot.attend(q, k, v, None, False)[0],
         "masked": lambda q, k, v: masked.attend(q, k, v, None, False)[0],
@@ -53,6 +56,8 @@ def variants() -> dict[str, Kernel]:
         "euclid explicit": lambda q, k, v: softmax_attention(euclid_score(q, k, SCALE, EPS), v, None)[0],
         "euclid cdist": lambda q, k, v: (1.0 / (torch.cdist(q, k) * SCALE + EPS)).softmax(-1) @ v,
         "euclid flex": lambda q, k, v: flex_euclid_attention(*flex_inputs(q, k, v), None, SCALE, EPS, compiled=True),
+        "l2": lambda q, k, v: l2.attend(q, k, v, None, False)[0],
+        "cosine": lambda q, k, v: cosine.attend(q, k, v, None, False)[0],
     }
 
 

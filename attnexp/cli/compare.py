@@ -17,37 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-import yaml
 
-from attnexp.cli import record
+from attnexp.cli.run_folders import Run, find_runs
 from attnexp.cli.stats import Difference, Spread, difference, spread, verdict
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)
 CHANCE_FACTOR = 1.5  # a run whose best validation accuracy is at most this many times chance learnt nothing
 PARAMS_TOLERANCE = 0.10  # compared configurations whose parameter counts differ by more are flagged
-
-
-@dataclass
-class Run:
-    """One run folder's record and the settings that name it."""
-
-    folder: Path
-    settings: dict[str, str]  # key -> value of the overrides that vary between the runs found (seed included)
-    metrics: dict
-
-    @property
-    def seed(self) -> str:
-        return self.settings.get("seed", str(self.metrics.get("seed")))
-
-    @property
-    def ok(self) -> bool:
-        return self.metrics.get("status") == record.OK
-
-    def config(self, leave_out: Sequence[str] = ()) -> str:
-        """The configuration's name: its varying settings, the variant first, seed (and ``leave_out``) aside."""
-        keys = sorted((k for k in self.settings if k not in ("seed", *leave_out)), key=lambda k: (k != "model", k))
-        return ",".join(f"{k}={self.settings[k]}" for k in keys) or "all runs"
 
 
 @dataclass
@@ -110,26 +87,11 @@ def first_line(text: str) -> str:
     return text.splitlines()[0][:120] if text else ""
 
 
-def find_runs(paths: Sequence[str | Path]) -> list[Run]:
-    """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between them."""
-    found = []
-    for root in paths:
-        for folder in sorted(p.parent for p in Path(root).rglob(record.FILE)):
-            overrides_file = folder / ".hydra" / "overrides.yaml"
-            overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
-            metrics = record.read(folder)
-            settings = {"model": str(metrics.get("variant")), "data": str(metrics.get("data"))}
-            settings.update(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
-            found.append((folder, settings, metrics))
-    keys = sorted({k for _, s, _ in found for k in s} - {"resume"})
-    varying = [k for k in keys if len({s.get(k) for _, s, _ in found}) > 1 and k != "seed"] or ["model"]
-    return [Run(folder, {k: s[k] for k in [*varying, "seed"] if k in s}, m) for folder, s, m in found]
-
-
-def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE) -> Comparison:
+def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = ()) -> Comparison:
     """Group ``runs`` by configuration and compare every configuration with ``baseline`` (a config name or one of
-    its settings such as ``model=dot``; default ``model=dot`` when present, else the first row)."""
-    metrics = summary_metrics(runs)
+    its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
+    metrics.json keys to compare (no better direction: their verdicts say higher or lower)."""
+    metrics = summary_metrics(runs) | {c: "" for c in columns}
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
     rows = group(runs, lambda r: r.config())
     base = pick_baseline(rows, baseline)
@@ -176,7 +138,7 @@ def fill(rows: list[Row], base: Row | None, metrics: dict[str, str]) -> None:
             continue
         for metric, mode in metrics.items():
             row.diffs[metric] = difference(base.values[metric], row.values[metric])
-            row.verdicts[metric] = verdict(row.diffs[metric], higher_is_better=mode == "max")
+            row.verdicts[metric] = verdict(row.diffs[metric], higher_is_better=mode == "max" if mode else None)
 
 
 def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None) -> tuple[list[Row], str, str]:
@@ -221,58 +183,13 @@ def warnings(rows: list[Row], base: Row | None) -> list[str]:
     return found
 
 
-def number(value: float, digits: int = 4) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
-
-
-def metric_table(rows: list[Row], metric: str, mode: str, baseline: str, label: str = "config") -> str:
-    """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline."""
-    lines = [f"| {label} | n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        s, values = row.spreads[metric], row.values[metric]
-        std, ci = ("n=1, no spread", "-") if s.n == 1 else (number(s.std), f"[{number(s.low)}, {number(s.high)}]")
-        diff = row.diffs.get(metric)
-        if row.config == baseline:
-            delta, p, word = "baseline", "", ""
-        elif diff is None or math.isnan(diff.mean):
-            delta, p, word = "-", "-", "-"
-        else:
-            delta = f"{diff.mean:+.4f}" + ("" if math.isnan(diff.low) else f" [{diff.low:+.4f}, {diff.high:+.4f}]")
-            p, word = ("-" if math.isnan(diff.p) else f"{diff.p:.3g} ({diff.test})"), row.verdicts[metric]
-        name = row.config + (f" ({row.tuned})" if row.tuned else "")
-        seeds = ", ".join(f"{values[k]:.4f}" for k in sorted(values, key=seed_order)) or "-"
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in [name, str(s.n), seeds, number(s.mean), std, ci, delta, p, word]) + " |")
-    return "\n".join(lines)
-
-
 def seed_order(seed: str) -> tuple[int, str]:
     return (int(seed), "") if seed.lstrip("-").isdigit() else (0, seed)
 
 
-def markdown(c: Comparison) -> str:
-    """The summary as Markdown: a table per metric, the runs, the tuned table and the warnings."""
-    seeds = sorted({r.seed for r in c.runs}, key=seed_order)
-    parts = [f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
-             f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds; differences paired by seed (paired t) "
-             f"when both have the same seeds, else Welch's t (the sign test where every paired difference is the same); "
-             f"a verdict needs p < 0.05."]
-    for metric, mode in c.metrics.items():
-        parts.append(f"### {metric} ({'higher' if mode == 'max' else 'lower'} is better)\n\n" + metric_table(c.rows, metric, mode, c.baseline))
-    lines = ["| config | runs ok | params | s/epoch | samples/s | status |", "|---|---|---|---|---|---|"]
-    for row in c.rows:
-        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {number(row.mean_of('seconds_per_epoch'), 2)} "
-                     f"| {number(row.mean_of('train_samples_per_s'), 0)} | {row.status.replace('|', '/')} |")
-    parts.append("### Runs\n\n" + "\n".join(lines))
-    if c.tuned:
-        tables = [f"#### {m}\n\n" + metric_table(c.tuned, m, mode, c.tuned_baseline) for m, mode in c.metrics.items()]
-        parts.append(f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables))
-    if c.warnings:
-        parts.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in c.warnings))
-    return "\n\n".join(parts) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``attnexp-compare``: summarize run or sweep folders without retraining."""
+    from attnexp.cli.report import markdown
     from attnexp.cli.summary_files import OUTPUTS, OverwriteError, write_all
 
     parser = argparse.ArgumentParser(prog="attnexp-compare", description=__doc__.splitlines()[0])
@@ -280,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="where to write the summary (default: ./comparison/<date>_<time>)")
     parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot (default: model=dot when present, else the first)")
     parser.add_argument("--tune", nargs="*", default=list(DEFAULT_TUNE), help="keys tuned per configuration (default: module.optimizer.lr)")
+    parser.add_argument("--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy")
     args = parser.parse_args(argv)
     missing = [f for f in args.folders if not Path(f).is_dir()]
     if missing:
@@ -291,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        result = compare(runs, args.baseline, args.tune)
+        result = compare(runs, args.baseline, args.tune, args.columns)
         write_all(result, out)
     except (ValueError, OverwriteError) as err:
         print(f"attnexp-compare: {err}", file=sys.stderr)

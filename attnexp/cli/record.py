@@ -20,7 +20,7 @@ FILE = "metrics.json"
 RUNNING, TRAINED, OK = "running", "trained", "ok"
 FAILED, DIVERGED, INTERRUPTED = "failed", "diverged", "interrupted"
 STOPPED = (FAILED, DIVERGED, INTERRUPTED)
-METRIC_PREFIXES = ("train/", "val/", "test/")
+METRIC_PREFIXES = ("train/", "val/", "test/", "attn/")
 
 
 def header(choices: Mapping[str, Any], seed: Any, params: int | None = None) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def header(choices: Mapping[str, Any], seed: Any, params: int | None = None) -> 
 
 
 def final_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The epoch-level metrics worth keeping (``train/``, ``val/``, ``test/``; no step-level ``_step`` ones)."""
+    """The epoch-level metrics worth keeping (``train/``, ``val/``, ``test/``, ``attn/``; no step-level ``_step`` ones)."""
     return {k: float(v) for k, v in metrics.items() if k.startswith(METRIC_PREFIXES) and not k.endswith("_step")}
 
 

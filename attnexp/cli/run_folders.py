@@ -1,4 +1,5 @@
-"""Where a run or sweep writes: a new folder, or with ``resume=true`` the previous one."""
+"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one), and the
+finished runs under some folders, named by the overrides that differ between them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import hashlib
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+import yaml
 from omegaconf import OmegaConf
 
 from attnexp.cli import record
@@ -85,3 +88,41 @@ def resume_point(output_dir: str | Path) -> tuple[str, str | None]:
         return "done", None
     last = output_dir / "checkpoints" / "last.ckpt"
     return ("continue", str(last)) if last.exists() else ("fresh", None)
+
+
+@dataclass
+class Run:
+    """One run folder's record and the settings that name it."""
+
+    folder: Path
+    settings: dict[str, str]  # key -> value of the overrides that vary between the runs found (seed included)
+    metrics: dict
+
+    @property
+    def seed(self) -> str:
+        return self.settings.get("seed", str(self.metrics.get("seed")))
+
+    @property
+    def ok(self) -> bool:
+        return self.metrics.get("status") == record.OK
+
+    def config(self, leave_out: Sequence[str] = ()) -> str:
+        """The configuration's name: its varying settings, the variant first, seed (and ``leave_out``) aside."""
+        keys = sorted((k for k in self.settings if k not in ("seed", *leave_out)), key=lambda k: (k != "model", k))
+        return ",".join(f"{k}={self.settings[k]}" for k in keys) or "all runs"
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between them."""
+    found = []
+    for root in paths:
+        for folder in sorted(p.parent for p in Path(root).rglob(record.FILE)):
+            overrides_file = folder / ".hydra" / "overrides.yaml"
+            overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
+            metrics = record.read(folder)
+            settings = {"model": str(metrics.get("variant")), "data": str(metrics.get("data"))}
+            settings.update(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
+            found.append((folder, settings, metrics))
+    keys = sorted({k for _, s, _ in found for k in s} - {"resume"})
+    varying = [k for k in keys if len({s.get(k) for _, s, _ in found}) > 1 and k != "seed"] or ["model"]
+    return [Run(folder, {k: s[k] for k in [*varying, "seed"] if k in s}, m) for folder, s, m in found]

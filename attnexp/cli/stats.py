@@ -70,10 +70,13 @@ def difference(baseline: Mapping[str, float], other: Mapping[str, float]) -> Dif
     return Difference(test, n, statistics.fmean(o) - statistics.fmean(b), float(interval.low), float(interval.high), float(result.pvalue))
 
 
-def verdict(diff: Difference, higher_is_better: bool) -> str:
-    """``better``, ``worse`` or ``no detectable difference at n=...`` for ``other`` against the baseline."""
+def verdict(diff: Difference, higher_is_better: bool | None) -> str:
+    """``better``, ``worse`` or ``no detectable difference at n=...`` for ``other`` against the baseline; ``higher``
+    or ``lower`` for a metric with no better direction (``higher_is_better`` None)."""
     if diff.test == "none":
         return f"n={diff.n}, no test"
     if math.isnan(diff.p) or diff.p >= ALPHA or diff.mean == 0:
         return f"no detectable difference at n={diff.n}"
+    if higher_is_better is None:
+        return "higher" if diff.mean > 0 else "lower"
     return "better" if (diff.mean > 0) == higher_is_better else "worse"

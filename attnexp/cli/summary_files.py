@@ -9,7 +9,9 @@ import statistics
 from pathlib import Path
 
 from attnexp.cli import record
-from attnexp.cli.compare import Comparison, Run, seed_order
+from attnexp.cli.compare import Comparison, seed_order
+from attnexp.cli.run_folders import Run
+from attnexp.cli.report import latex, markdown
 
 OUTPUTS = ("summary.md", "summary.csv", "runs.csv", "summary.tex")
 MANIFEST = ".attnexp-summary"
@@ -29,8 +31,6 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
         raise OverwriteError(f"{out} already holds {', '.join(foreign)}, which no comparison wrote; nothing was written. "
                              "Choose another folder with --out.")
     (out / MANIFEST).write_text("\n".join(sorted(ours | set(names))) + "\n")
-    from attnexp.cli.compare import markdown
-
     (out / "summary.md").write_text(markdown(c))
     write_summary_csv(c, out / "summary.csv")
     write_runs_csv(c.runs, out / "runs.csv")
@@ -76,26 +76,6 @@ def write_runs_csv(runs: list[Run], path: Path) -> None:
             writer.writerow({**run.metrics, "config": run.config(), "seed": run.seed, "folder": str(run.folder.resolve())})
 
 
-def tex(text: str) -> str:
-    return "".join("\\" + ch if ch in "&%$#_{}" else ch for ch in text)
-
-
-def latex(c: Comparison) -> str:
-    """A booktabs table: mean ± 95% interval half-width of every metric per configuration."""
-    head = " & ".join(["Configuration", "$n$", *(tex(m) + (" $\\uparrow$" if mode == "max" else " $\\downarrow$") for m, mode in c.metrics.items())])
-    lines = ["\\begin{tabular}{l" + "r" * (1 + len(c.metrics)) + "}", "\\toprule", head + " \\\\", "\\midrule"]
-    for row in c.rows:
-        cells = [tex(row.config), str(len(row.ok))]
-        for m in c.metrics:
-            s = row.spreads[m]
-            cells.append("--" if math.isnan(s.mean) else f"${s.mean:.4f}$" if s.n < 2 else f"${s.mean:.4f} \\pm {(s.high - s.low) / 2:.4f}$")
-        lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    caption = (f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
-               f"Written by attnexp.")
-    return caption + "\n" + "\n".join(lines) + "\n"
-
-
 def plot(c: Comparison, out: Path) -> None:
     """Per test metric: bars of the mean from zero (log axis for perplexity), per-seed dots and interval whiskers;
     and the validation curve of the task's checkpoint metric per epoch (mean line, min-max band over seeds)."""
@@ -124,8 +104,8 @@ def plot(c: Comparison, out: Path) -> None:
             ax.set_yscale("log")
         else:
             ax.set_ylim(bottom=0)
-        better = "higher" if mode == "max" else "lower"
-        ax.set(ylabel=metric, title=f"{metric} ({better} is better): mean, 95% CI, seeds as dots\n{about}")
+        better = {"max": " (higher is better)", "min": " (lower is better)"}.get(mode, "")
+        ax.set(ylabel=metric, title=f"{metric}{better}: mean, 95% CI, seeds as dots\n{about}")
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / f"{metric.replace('/', '_')}.png", dpi=120)

@@ -13,7 +13,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from attnexp.cli import record
-from attnexp.cli.compare import DEFAULT_TUNE, compare, find_runs, markdown
+from attnexp.cli.compare import DEFAULT_TUNE, compare, find_runs
 
 log = logging.getLogger("attnexp")
 
@@ -43,6 +43,7 @@ class SweepCallback(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from attnexp.cli.report import markdown
         from attnexp.cli.summary_files import write_all
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -51,10 +52,10 @@ class SweepCallback(Callback):
             return
         options = config.get("compare") or {}
         try:
-            result = compare(runs, options.get("baseline"), list(options.get("tune") or DEFAULT_TUNE))
+            result = compare(runs, options.get("baseline"), list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []))
         except ValueError as err:  # a baseline that matches no configuration
             log.error(f"compare.baseline: {err}; comparing with the default baseline instead.")
-            result = compare(runs, None, list(options.get("tune") or DEFAULT_TUNE))
+            result = compare(runs, None, list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []))
         write_all(result, sweep_dir)
         text = markdown(result)
         write_text_summary(sweep_dir, text)

@@ -9,7 +9,7 @@ from helpers import fake_mnist
 
 # (overrides, words the message must contain, exit status)
 CASES = {
-    "unknown variant": (["model=cosine"], ["Could not find 'model/cosine'", "dot", "euclid", "masked", "se", "mlp"], 1),
+    "unknown variant": (["model=softermax"], ["Could not find 'model/softermax'", "dot", "euclid", "l2", "cosine", "mlp"], 1),
     "unknown dataset": (["data=imagenet"], ["Could not find 'data/imagenet'", "digits", "mnist"], 1),
     "unknown trainer": (["trainer=tpu"], ["Could not find 'trainer/tpu'", "cpu", "gpu"], 1),
     "dim not divisible by heads": (["model.heads=3"], ["dim=4 is not divisible by heads=3", "[1, 2, 4]"], 2),

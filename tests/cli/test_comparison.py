@@ -85,7 +85,7 @@ def test_tensorboard_runs_declare_the_same_hparams_and_log_by_epoch(sweep):
         declared.append(frozenset(hparams))
         assert set(CURATED) <= hparams and "module.optimizer.lr" in hparams
         assert events.experiments == 0  # TensorBoard builds the table from all sessions: no run's list hides another's
-        assert events.steps["val/acc"] == [0, 1] and events.steps["train/loss"] == [0, 1]
+        assert events.steps["val/acc"] == events.steps["train/loss"] == events.steps["attn/layer0/entropy"] == [0, 1]
         assert "epoch" not in scalars and "train/lr" in scalars and not any(t.startswith("lr-") for t in scalars)
         assert "config" in texts
         assert yaml.safe_load((run / "hparams.yaml").read_text())["variant"] == read_metrics(run)["variant"]

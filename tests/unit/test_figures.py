@@ -53,3 +53,23 @@ def test_token_attention_is_on_the_shared_scale():
     fig = token_attention_figure(["a", "b", "c"], [torch.rand(2, 3, 3) * 0.1])
     assert {ax.images[0].get_clim() for ax in fig.axes if ax.images} == {(0.0, 1.0)}
     plt.close(fig)
+
+
+def test_next_token_figure_is_drawn_where_the_model_is_least_sure():
+    from types import SimpleNamespace
+
+    from attnexp.data.vocabulary import Vocabulary
+    from attnexp.tasks import NextToken
+
+    vocab = Vocabulary(["[unk]", "[bos]", "el", "perro", "come", "[eos]"], "word")
+    ids = torch.tensor([1, 2, 3, 4, 5])
+    logits = torch.full((1, 5, 6), -20.0)
+    for position, token in enumerate([2, 3, 4, 5, 1]):
+        logits[0, position, token] = 20.0  # sure everywhere...
+    logits[0, 1] = 0.0  # ...but after "el": every token equally likely
+    datamodule = SimpleNamespace(vocab=vocab, validation_sample=lambda n: ids)
+    figures = NextToken(top_k=3).figures(lambda x: (logits, [None]), datamodule)
+    title = figures["figures/next_token"].axes[0].get_title()
+    assert "after '[bos] el'" in title and "true: 'perro'" in title and "entropy 1.79" in title
+    for fig in figures.values():
+        plt.close(fig)

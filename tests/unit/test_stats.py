@@ -70,3 +70,9 @@ def test_identical_differences_fall_back_to_the_sign_test():
     assert six.p == pytest.approx(2 * 0.5**6) and verdict(six, True) == "worse"  # 0.03125: all six lower
     same = difference({"0": 0.5, "1": 0.75}, {"0": 0.5, "1": 0.75})
     assert same.p == 1.0 and verdict(same, True) == "no detectable difference at n=2"
+
+
+def test_a_metric_without_direction_says_higher_or_lower():
+    assert verdict(Difference("paired t", 3, 0.2, 0.1, 0.3, 0.01), None) == "higher"
+    assert verdict(Difference("paired t", 3, -0.2, -0.3, -0.1, 0.01), None) == "lower"
+    assert verdict(Difference("paired t", 3, -0.2, -0.3, 0.1, 0.2), None) == "no detectable difference at n=3"

@@ -1,0 +1,71 @@
+"""Attention health statistics on weights whose answers are known, and the callback on a real module."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnexp.telemetry import attention_stats, gate_stats
+
+
+def test_uniform_attention_has_full_entropy_and_no_peaks():
+    w = torch.full((2, 3, 4, 4), 0.25)
+    stats = attention_stats(w, torch.zeros(2, 3, 4, 4), causal=False)
+    assert stats["entropy"] == pytest.approx(1.0) and stats["max_weight"] == pytest.approx(0.25)
+    assert stats["peaked"] == 0.0 and stats["self_weight"] == pytest.approx(0.25)
+    assert stats["score_min"] == stats["score_max"] == 0.0 and stats["nonfinite"] == 0.0
+
+
+def test_one_hot_on_self_is_peaked_with_zero_entropy():
+    w = torch.eye(5).expand(2, 1, 5, 5)
+    scores = torch.where(torch.eye(5, dtype=torch.bool), 1e9, 1.0).expand(2, 1, 5, 5).clone()
+    scores[0, 0, 1, 2] = float("nan")
+    stats = attention_stats(w, scores, causal=False)
+    assert stats["entropy"] == pytest.approx(0.0, abs=1e-6) and stats["peaked"] == 1.0 and stats["self_weight"] == 1.0
+    assert stats["score_max"] == 1e9 and stats["score_min"] == 1.0 and stats["nonfinite"] == 1.0
+
+
+def test_causal_rows_are_normalised_by_the_keys_they_may_see():
+    w = torch.tril(torch.ones(4, 4))
+    w = (w / w.sum(-1, keepdim=True)).expand(1, 1, 4, 4)  # uniform over the allowed prefix
+    scores = torch.zeros(1, 1, 4, 4)
+    scores[..., 0, 3] = float("inf")  # a future position: not counted
+    stats = attention_stats(w, scores, causal=True)
+    assert stats["entropy"] == pytest.approx(1.0) and stats["nonfinite"] == 0.0
+    assert stats["self_weight"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)  # the first row (one key) left out
+    assert stats["peaked"] == 0.0 and stats["max_weight"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+
+
+def test_gate_spread_is_zero_for_a_dead_gate():
+    assert gate_stats(torch.full((8, 6), 0.6))["gate_std"] == 0.0
+    assert gate_stats(torch.rand(8, 6))["gate_std"] > 0.05
+    assert math.isnan(gate_stats(torch.rand(1, 6))["gate_std"])
+
+
+def test_telemetry_is_logged_and_leaves_training_as_it_was():
+    from functools import partial
+
+    import pytorch_lightning as pl
+
+    from attnexp.attention import DotAttention
+    from attnexp.data import CorpusDataModule
+    from attnexp.module import TaskModule
+    from attnexp.networks import LanguageModel
+    from attnexp.tasks import NextToken
+    from attnexp.telemetry import AttentionTelemetry
+
+    def fit(callbacks):
+        pl.seed_everything(0, verbose=False)
+        dm = CorpusDataModule(context=8, repeats=4)
+        net = LanguageModel(partial(DotAttention, heads=2), **dm.spec, dim=16, dropout=0.1)  # dropout draws random numbers
+        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks)
+        trainer.fit(TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3)), datamodule=dm)
+        return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+    with_telemetry, without = fit([AttentionTelemetry()]), fit([])
+    assert {"attn/layer0/entropy", "attn/layer1/max_weight", "attn/layer1/self_weight"} <= with_telemetry.keys()
+    assert 0 < with_telemetry["attn/layer0/entropy"] < 1 and with_telemetry["attn/layer0/nonfinite"] == 0
+    assert with_telemetry["train/loss"] == without["train/loss"] and with_telemetry["val/loss"] == without["val/loss"]
