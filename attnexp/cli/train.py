@@ -17,6 +17,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import record
+from attnexp.cli.cores import sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.run_folders import job_dirname, output_dir, resume_point
 from attnexp.cli.validate import check_config, check_environment, unaccepted
@@ -25,6 +26,7 @@ from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
 OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
+OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)
 log = logging.getLogger("attnexp")
 
 
@@ -73,6 +75,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     console.configure(multirun)
     check_environment(cfg)
     plain_cuda_check_without_driver()
+    threads = cfg.get("threads") or parallel_threads()
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
     net = build_net(cfg.net, datamodule.spec)
@@ -140,6 +147,14 @@ def main(cfg: DictConfig) -> Any:
         if status != record.INTERRUPTED and HydraConfig.get().mode == RunMode.MULTIRUN:
             return float("nan")  # the sweep goes on; its summary reports this job as failed
         raise SystemExit(EXIT_CODES[status]) from None
+
+
+def parallel_threads() -> int | None:
+    """In a sweep run by the joblib launcher, each job's share of the cores; else None (torch's default)."""
+    if HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    launcher = HydraConfig.get().launcher
+    return threads_per_job(int(launcher.n_jobs)) if str(launcher.get("_target_", "")).endswith("JoblibLauncher") else None
 
 
 def job_name() -> str:

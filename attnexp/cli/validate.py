@@ -19,6 +19,7 @@ CONSTRUCTED = ("model", "net", "data")  # groups whose objects check their own a
 # keys of the top level, of Lightning's Trainer and of torch's optimizer: no constructor of ours checks them
 CONFIG_RULES = {
     "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
+    "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for torch's default", "1"),
     "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: no limit, use trainer.max_steps)", "5"),
     "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
     "module.optimizer.lr": Rule(float, lambda v: v > 0, "a positive number such as 3e-3", "3e-3"),

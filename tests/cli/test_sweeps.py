@@ -47,7 +47,7 @@ def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
 def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
     from conftest import run_cli
 
-    args = ["--multirun", "seed=3,4", *[a for a in SLOW if not a.startswith("seed=")]]
+    args = ["--multirun", "hydra/launcher=basic", "seed=3,4", *[a for a in SLOW if not a.startswith("seed=")]]  # one job at a time
     proc = start(tmp_path, *args)
     first = None
     while first is None:  # wait until job 0 finished and job 1 has a checkpoint
@@ -80,11 +80,19 @@ def test_ddp_on_cpu_gives_one_run(cli):
     assert len(list((root / "outputs").rglob(".hydra"))) == 1
 
 
-def test_joblib_launcher_runs_jobs_in_parallel_processes(cli):
-    root, _ = cli("--multirun", "hydra/launcher=parallel", "model=dot,mlp", "trainer.max_epochs=1", QUIET)
-    sweep = sweep_dir(root)
-    assert len(run_dirs(sweep)) == 2 and all(read_metrics(p)["status"] == "ok" for p in run_dirs(sweep))
-    assert (sweep / "summary.csv").exists()
+def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
+    from conftest import run_cli
+
+    args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
+    parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
+    parallel.mkdir(), sequential.mkdir()
+    run_cli(parallel, *args)  # the default launcher: joblib, one job per core, cores / jobs threads each
+    run_cli(sequential, *args, "hydra/launcher=basic", "threads=1")  # one after the other, one thread (2 cores / 2 jobs here)
+    for job in ("model=dot", "model=euclid"):
+        a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
+        assert a["status"] == b["status"] == "ok"
+        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {k: b[k] for k in ("train/loss", "val/loss", "test/acc")}
+    assert (sweep_dir(parallel) / "summary.csv").exists()
 
 
 def test_optuna_search_optimises_the_returned_metric(cli):
@@ -93,12 +101,13 @@ def test_optuna_search_optimises_the_returned_metric(cli):
     assert f"Best value: {best}" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("parallel", "JoblibLauncher")])
+@pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("parallel", "JoblibLauncher"), ("basic", "BasicLauncher")])
 def test_launcher_configs_compose(launcher, target):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
-    assert cfg.hydra.launcher._target_.endswith(target)
+        default = compose("train", return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith(target) and default.hydra.launcher._target_.endswith("JoblibLauncher")
     if launcher == "slurm":
         assert cfg.hydra.launcher.timeout_min == 240 and cfg.hydra.launcher.gpus_per_node == 1
 

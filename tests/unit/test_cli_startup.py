@@ -31,3 +31,13 @@ def test_no_heavy_import_before_a_run_is_built(args, tmp_path):
     assert "heavy: none" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     if "=" in args[-1]:  # a bad value: explained, exit status 2
         assert "exit 2" in proc.stdout and "is not allowed" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("gpus,affinity,jobs,threads", [([], 8, 8, 1), ([], 2, 2, 1), (["/dev/nvidia0"], 8, 1, 8)])
+def test_sweeps_run_a_job_per_core_without_a_gpu(monkeypatch, gpus, affinity, jobs, threads):
+    from attnexp.cli import cores
+
+    monkeypatch.setattr(cores.glob, "glob", lambda pattern: gpus)
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    assert cores.sweep_jobs() == jobs and cores.threads_per_job(jobs) == threads
+    assert cores.threads_per_job(3) == max(1, affinity // 3)
