@@ -46,7 +46,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from attnexp.cuda_check import plain_cuda_check_without_driver
+from attnexp.cli.cuda_check import plain_cuda_check_without_driver
 from attnexp.data import patchify
 from attnexp.cli.train import CONFIG_DIR, build_net, train
 from attnexp.module import TaskModule

@@ -1,0 +1,18 @@
+"""Every benchmark script still imports what it uses (their numbers are taken by hand, their imports here)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_script_imports(script: Path):
+    namespace = runpy.run_path(str(script), run_name="imported_by_tests")  # the `__main__` block does not run
+    assert callable(namespace.get("main"))
