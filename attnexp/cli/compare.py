@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-
 from attnexp.cli.run_folders import Run, find_runs
 from attnexp.cli.stats import Difference, Spread, difference, spread, verdict
 
@@ -104,8 +103,7 @@ def summary_metrics(runs: list[Run]) -> dict[str, str]:
     """The metrics the runs' tasks name (union, in order), those a run has values for."""
     named: dict[str, str] = {}
     for run in runs:
-        pairs = run.metrics.get("summary") or DEFAULT_SUMMARY
-        named.update({k: v for k, v in (pairs.items() if isinstance(pairs, dict) else pairs) if k not in named})
+        named.update({k: v for k, v in run.metrics.get("summary") or DEFAULT_SUMMARY.items() if k not in named})
     return {k: v for k, v in named.items() if any(k in r.metrics for r in runs)} or dict(DEFAULT_SUMMARY)
 
 

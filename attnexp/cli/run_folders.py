@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import record
 
@@ -79,6 +79,14 @@ def job_dirname(overrides: str, num: int) -> str:
     if max(len(item.encode()) for item in items) <= 200:
         return name
     return f"job{num}_{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+
+
+def hydra_files(output_dir: str | Path) -> tuple[DictConfig | None, DictConfig | None]:
+    """The composed config and Hydra's own config (its ``hydra`` node) that Hydra saved in a run folder, or None."""
+    saved = Path(output_dir) / ".hydra"
+    cfg = OmegaConf.load(saved / "config.yaml") if (saved / "config.yaml").exists() else None
+    hydra = OmegaConf.load(saved / "hydra.yaml").hydra if (saved / "hydra.yaml").exists() else None
+    return cfg, hydra
 
 
 def resume_point(output_dir: str | Path) -> tuple[str, str | None]:

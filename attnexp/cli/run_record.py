@@ -7,19 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from omegaconf import OmegaConf
-
 from attnexp.cli import record
+from attnexp.cli.run_folders import hydra_files
 from attnexp.errors import explain
 from attnexp.module import DivergedError
-
-
-def run_choices(output_dir: Path) -> tuple[dict[str, str], Any]:
-    """The config-group choices and the seed of the Hydra run in ``output_dir``."""
-    cfg_path, hydra_path = output_dir / ".hydra" / "config.yaml", output_dir / ".hydra" / "hydra.yaml"
-    choices = dict(OmegaConf.load(hydra_path).hydra.runtime.choices) if hydra_path.exists() else {}
-    seed = OmegaConf.load(cfg_path).get("seed") if cfg_path.exists() else None
-    return {k: str(v) for k, v in choices.items() if not k.startswith("hydra")}, seed
 
 
 def best_score(trainer: pl.Trainer) -> dict[str, float]:
@@ -54,8 +45,9 @@ class RunRecord(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.record:
             return
-        choices, seed = run_choices(self.output_dir)
-        self.record = record.header(choices, seed, params=sum(p.numel() for p in pl_module.parameters()))
+        cfg, hydra = hydra_files(self.output_dir)
+        choices = {k: str(v) for k, v in (hydra.runtime.choices if hydra else {}).items() if not k.startswith("hydra")}
+        self.record = record.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
         task = pl_module.task
         self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
 

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from pytorch_lightning.loggers import TensorBoardLogger
 
 from attnexp.attention import TokenMixer
+from attnexp.cli.run_folders import hydra_files
 
 # every run's HParams keys (TensorBoard lists those that differ between runs first), then the swept keys
 CURATED = ("variant", "seed", "data", "lr", "params", "net", "task", "width", "depth", "heads", "batch_size", "epochs")
@@ -22,10 +23,9 @@ CURATED = ("variant", "seed", "data", "lr", "params", "net", "task", "width", "d
 
 def curated_hparams(output_dir: Path, pl_module: pl.LightningModule) -> dict[str, Any]:
     """The run's curated hyperparameters, plus the keys its command line sets (a sweep's varying keys)."""
-    cfg_path, hydra_path = output_dir / ".hydra" / "config.yaml", output_dir / ".hydra" / "hydra.yaml"
-    if not cfg_path.exists() or not hydra_path.exists():
+    cfg, hydra = hydra_files(output_dir)
+    if cfg is None or hydra is None:
         return {}
-    cfg, hydra = OmegaConf.load(cfg_path), OmegaConf.load(hydra_path).hydra
     choices = hydra.runtime.choices
     mixers = [m for m in pl_module.net.modules() if isinstance(m, TokenMixer)]
     values = {

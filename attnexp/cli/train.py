@@ -71,7 +71,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
     from attnexp.cli.interrupt import DeferredInterrupt
 
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    multirun = is_multirun()
     console.configure(multirun)
     check_environment(cfg)
     plain_cuda_check_without_driver()
@@ -128,7 +128,7 @@ def main(cfg: DictConfig) -> Any:
     """
     try:
         metrics = train(cfg)
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
+        if is_multirun():
             log.info(result_line(Path(cfg.paths.output_dir)))
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
@@ -140,18 +140,22 @@ def main(cfg: DictConfig) -> Any:
             "the same command with resume=true continues from the last finished epoch."
             if status == record.INTERRUPTED else explain(err)
         )
-        job = f" {job_name()}" if HydraConfig.get().mode == RunMode.MULTIRUN else ""
+        job = f" {job_name()}" if is_multirun() else ""
         log.error(f"Run{job} {status.replace('_', ' ')}: {reason}")
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        if status != record.INTERRUPTED and HydraConfig.get().mode == RunMode.MULTIRUN:
+        if status != record.INTERRUPTED and is_multirun():
             return float("nan")  # the sweep goes on; its summary reports this job as failed
         raise SystemExit(EXIT_CODES[status]) from None
 
 
+def is_multirun() -> bool:
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def parallel_threads() -> int | None:
     """In a sweep run by the joblib launcher, each job's share of the cores; else None (torch's default)."""
-    if HydraConfig.get().mode != RunMode.MULTIRUN:
+    if not is_multirun():
         return None
     launcher = HydraConfig.get().launcher
     return threads_per_job(int(launcher.n_jobs)) if str(launcher.get("_target_", "")).endswith("JoblibLauncher") else None

@@ -20,7 +20,7 @@ def fake_run(root, overrides: list[str], **metrics):
     seed = next(o.split("=")[1] for o in overrides if o.startswith("seed="))
     variant = next(o.split("=")[1] for o in overrides if o.startswith("model="))
     record = {"status": "ok", "variant": variant, "data": "digits", "seed": int(seed), "params": 100, "classes": 10,
-              "epochs": 2, "summary": SUMMARY, "monitor": "val/acc", "mode": "max", "seconds_per_epoch": 1.0, **metrics}
+              "epochs": 2, "summary": list(SUMMARY.items()), "monitor": "val/acc", "mode": "max", "seconds_per_epoch": 1.0, **metrics}
     (folder / "metrics.json").write_text(json.dumps(record))
     return folder
 
