@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterator
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
+from attnexp.rules import check
 from attnexp.tasks import Task
+
+
+# training_step takes the loader's iterator on purpose (several batches per call, each with its own hooks and
+# step); Lightning warns that this signature is experimental and that batch_idx in hooks is the last one fetched.
+warnings.filterwarnings("ignore", message=r".*`dataloader_iter`", module="pytorch_lightning")
 
 
 class DivergedError(RuntimeError):
@@ -18,6 +25,13 @@ class DivergedError(RuntimeError):
 
 class TaskModule(pl.LightningModule):
     """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics.
+
+    Each call of :meth:`training_step` takes up to ``steps_per_call`` batches from the loader and
+    makes one optimizer step per batch (per ``accumulate_grad_batches`` batches), in the same order
+    and with the same updates as one batch per call: Lightning's fixed cost per call (its loop,
+    hooks and callbacks, about 0.5 ms on a laptop CPU) is paid once for all of them. The module
+    steps the optimizer itself (Lightning's manual optimization), so it also owns gradient
+    clipping, accumulation and the learning-rate schedule; ``global_step`` counts optimizer steps.
 
     Training statistics are summed on the device and logged once per epoch, so
     a training step never waits on the host; ``log_every_n_steps > 0`` adds
@@ -42,8 +56,20 @@ class TaskModule(pl.LightningModule):
         compile: bool = False,
         log_every_n_steps: int = 0,
         divergence_check_every: int = 20,
+        steps_per_call: int = 8,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str = "norm",
+        accumulate_grad_batches: int = 1,
+        scheduler_interval: str = "epoch",
     ) -> None:
         super().__init__()
+        check("module", steps_per_call=steps_per_call, accumulate_grad_batches=accumulate_grad_batches,
+              gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm,
+              scheduler_interval=scheduler_interval)
+        self.automatic_optimization = False  # several optimizer steps per call: see training_step
+        self.steps_per_call, self.accumulate_grad_batches = steps_per_call, accumulate_grad_batches
+        self.gradient_clip_val, self.gradient_clip_algorithm = gradient_clip_val, gradient_clip_algorithm
+        self.scheduler_interval = scheduler_interval
         self.net, self.task = net, task
         if compile:
             net.compile()  # in place: checkpoints keep the same keys with and without compile
@@ -59,6 +85,9 @@ class TaskModule(pl.LightningModule):
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
         self.train_count = 0  # a Python int: batch sizes are known on the host
         self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
+        self.unchecked_steps = 0  # batches trained on since the last divergence check
+        self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
+        self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Plain attributes that already exist are set directly, skipping nn.Module's parameter,
@@ -80,7 +109,32 @@ class TaskModule(pl.LightningModule):
         self.train_loss_sum.zero_(), self.train_correct.zero_()
         self.train_count = 0
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+    def training_step(self, dataloader_iter: Iterator) -> None:
+        """Train on the loader's next ``steps_per_call`` batches (fewer at the end of the epoch or of ``max_steps``).
+
+        Each batch goes through the same hooks as in Lightning's own loop (``on_before_batch_transfer``,
+        the move to the device, ``on_after_batch_transfer``) just before its own step, so random
+        augmentation and dropout draw their numbers in the same order whatever ``steps_per_call`` is.
+        """
+        trainer, optimizer = self.trainer, self.optimizers()
+        for _ in range(self._batches_per_call()):
+            if dataloader_iter.done or 0 <= trainer.max_steps <= self.global_step:
+                break
+            batch, batch_idx, _ = next(dataloader_iter)
+            batch = self._on_before_batch_transfer(trainer.precision_plugin.convert_input(batch))
+            self._train_on(trainer.strategy.batch_to_device(batch), optimizer, batch_idx, last=dataloader_iter.done)
+
+    def _batches_per_call(self) -> int:
+        """``steps_per_call``, or 1 where Lightning needs a call per batch: data-parallel training (each DDP
+        forward must meet its own backward) and validation by batch count (Lightning counts calls)."""
+        trainer = self.trainer
+        by_batches = trainer.val_check_batch is not None and (
+            trainer.val_check_batch < trainer.num_training_batches or trainer.check_val_every_n_epoch is None)
+        return 1 if trainer.world_size > 1 or by_batches else self.steps_per_call
+
+    def _train_on(self, batch: tuple[Tensor, Tensor], optimizer: Any, batch_idx: int, last: bool) -> None:
+        """Forward and backward on one batch; an optimizer step every ``accumulate_grad_batches`` batches and at the
+        epoch's last batch (as Lightning steps), with clipping (:meth:`on_before_optimizer_step`) and a per-step schedule."""
         loss, logits, y = self._step(batch)
         with torch.no_grad():  # small ops, no host sync
             self.train_loss_sum.add_(loss.detach(), alpha=y.numel())
@@ -88,16 +142,39 @@ class TaskModule(pl.LightningModule):
             bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
             self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
         self.train_count += y.numel()
-        if self.log_every_n_steps and batch_idx % self.log_every_n_steps == 0:
-            self.log("train/loss_step", loss.detach(), on_step=True, on_epoch=False)
-        return loss
+        self.unchecked_steps += 1
+        self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
+        if last or (batch_idx + 1) % self.accumulate_grad_batches == 0:
+            if self.log_every_n_steps and self.global_step % self.log_every_n_steps == 0:
+                for logger in self.loggers:  # directly: Lightning would log once per call
+                    logger.log_metrics({"train/loss_step": loss.item()}, step=self.global_step)
+            self.last_lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()  # counts global_step
+            optimizer.zero_grad()
+            if self.scheduler_interval == "step" or last:  # an epoch schedule steps after the epoch's last batch, as in
+                self._step_scheduler(plateau=False)        # Lightning's loop: before validation and its checkpoint
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Clip after the gradients are complete (and unscaled, in 16-bit precision), as Lightning's automatic loop does."""
+        if self.gradient_clip_val:
+            self.clip_gradients(optimizer, self.gradient_clip_val, self.gradient_clip_algorithm)
+
+    def _step_scheduler(self, plateau: bool) -> None:
+        """Step the schedule if it is (``plateau``: on this epoch's ``val/loss``) or is not a plateau schedule."""
+        scheduler = self.lr_schedulers()
+        if scheduler is None or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) != plateau:
+            return
+        if not plateau:
+            scheduler.step()
+        elif self.val_loss_this_epoch is not None:  # an epoch without validation keeps the rate
+            scheduler.step(self.val_loss_this_epoch)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        last = batch_idx + 1 == self.trainer.num_training_batches
-        if last or (batch_idx + 1) % self.divergence_check_every == 0:
+        if self.unchecked_steps >= self.divergence_check_every:
             self._check_finite()
 
     def _check_finite(self) -> None:
+        self.unchecked_steps = 0
         step = int(self.first_bad_step)
         if step >= 0:
             kept = ("checkpoints/last.ckpt still holds the last good epoch" if self.current_epoch > 0
@@ -106,7 +183,7 @@ class TaskModule(pl.LightningModule):
                 f"The training loss became NaN or infinite at step {step} (epoch {self.current_epoch}). "
                 f"Training stopped; {kept}. Usual causes: "
                 "a learning rate that is too high (module.optimizer.lr), or 16-bit precision overflow "
-                "(try trainer.precision=32-true or bf16-mixed); trainer.gradient_clip_val=1.0 also helps."
+                "(try trainer.precision=32-true or bf16-mixed); module.gradient_clip_val=1.0 also helps."
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -125,9 +202,10 @@ class TaskModule(pl.LightningModule):
         self._check_finite()
         n = max(self.train_count, 1)
         loss = self.train_loss_sum / n
-        lr = self.trainer.optimizers[0].param_groups[0]["lr"]  # the rate this epoch trained with (schedulers step after)
-        values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": lr}
-        self.log_dict({**values, **self._epoch_step()}, sync_dist=True)
+        values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}
+        self.log_dict({**values, **self._epoch_step()}, sync_dist=True, batch_size=1)  # one value per epoch: no weights
+        self._step_scheduler(plateau=True)  # after this epoch's validation
+        self.val_loss_this_epoch = None
 
     def _epoch_step(self) -> dict[str, float]:
         """Lightning's ``step`` key: per-epoch curves get the epoch as their x value, not the optimizer step."""
@@ -154,6 +232,8 @@ class TaskModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         values = self._log_stage("val", self.val_loss, self.val_metrics)
+        if not self.trainer.sanity_checking:
+            self.val_loss_this_epoch = values["val/loss"]
         if not self.trainer.sanity_checking and "val/acc" in values:
             self.val_acc_best.update(values["val/acc"])
             self.log_dict({"val/acc_best": self.val_acc_best.compute(), **self._epoch_step()}, sync_dist=True)
@@ -168,5 +248,4 @@ class TaskModule(pl.LightningModule):
         optimizer = self.optimizer_factory(params=self.parameters())
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer=optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss", "strict": False}}  # an epoch without validation keeps the rate
+        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer=optimizer)}  # stepped by _step_scheduler

@@ -13,7 +13,7 @@ from attnexp.errors import AttnexpError
 
 
 class Rule(NamedTuple):
-    kind: type  # int or float (an int passes as a float); bool never passes
+    kind: type  # int, float (an int passes as a float) or str; bool never passes
     ok: Callable[[Any], bool]
     allowed: str  # what the value must be, for the message
     example: str
@@ -40,10 +40,17 @@ RULES: dict[str, Rule] = {
     "context": _positive_int("a positive integer (tokens per window)"),
     "stride": _positive_int("a positive integer (tokens between training windows), or null for the context"),
     "crop_padding": Rule(int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"),
+    "steps_per_call": _positive_int("a positive integer (training batches per Lightning call; the results do not depend on it)"),
+    "accumulate_grad_batches": _positive_int("a positive integer (batches whose gradients add up to one optimizer step)"),
+    "gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
+    "gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' (the gradients' total norm) or 'value' (each element)", "norm"),
+    "scheduler_interval": Rule(str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"),
 }
 
 
 def _typed(value: Any, kind: type) -> bool:
+    if kind is str:
+        return isinstance(value, str)
     if isinstance(value, bool):
         return False
     return isinstance(value, int) if kind is int else isinstance(value, (int, float))

@@ -9,11 +9,12 @@ import torch
 from torch import Tensor
 
 from attnexp.attention.distance import euclid_score, score
+from attnexp.attention.euclid_small import small_euclid_attention
 from attnexp.attention.euclid_tiled import tiled_euclid_attention
 from attnexp.attention.multihead import MultiHeadAttention, zero_empty_rows
 from attnexp.rules import check
 
-TILED_MIN_SCORES = 256 * 256  # below this many scores per head the explicit formula is as fast and compiles nothing
+TILED_MIN_SCORES = 256 * 256  # below this many scores per head the small path is as fast and compiles nothing
 
 
 class EuclidAttention(MultiHeadAttention):
@@ -22,10 +23,11 @@ class EuclidAttention(MultiHeadAttention):
     Distances use ||q||^2 + ||k||^2 - 2 q.k (one matmul), clamped at zero. Where
     the distance is exactly zero the score is 1/eps and the gradient is kept
     finite, so a key identical to the query takes (almost) all the weight.
-    Paths, all giving the explicit formula's numbers (see :func:`euclid_path`):
-    for large score matrices FlexAttention on GPU or the tiled kernel with its own
-    backward pass (:mod:`attnexp.attention.euclid_tiled`); the explicit formula
-    otherwise and whenever the weights are requested.
+    Paths, all giving the explicit formula's numbers up to rounding (see :func:`euclid_path`):
+    for small score matrices one autograd function with its own backward pass
+    (:mod:`attnexp.attention.euclid_small`); for large ones FlexAttention on GPU or the
+    tiled kernel (:mod:`attnexp.attention.euclid_tiled`); the explicit formula whenever
+    the weights are requested or attention dropout is on.
     """
 
     def __init__(self, dim: int, *, eps: float = 1e-9, **options: Any) -> None:
@@ -40,16 +42,18 @@ class EuclidAttention(MultiHeadAttention):
         path = euclid_path(q, k, need_weights, self.dropout if self.training else 0.0)
         if path == "explicit":
             return super().attend(q, k, v, mask, need_weights)
-        fn = flex_euclid_attention if path == "flex" else tiled_euclid_attention
+        fn = {"small": small_euclid_attention, "flex": flex_euclid_attention, "tiled": tiled_euclid_attention}[path]
         return fn(q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps), None  # (B, H, Lq, D)
 
 
 def euclid_path(q: Tensor, k: Tensor, need_weights: bool, dropout: float) -> str:
-    """``explicit`` when weights are requested, dropout is on or the score matrix is small;
-    else ``flex`` where its backward runs and its kernel takes the head dim (GPU, power of 2
-    from 16), else ``tiled``."""
-    if need_weights or dropout > 0 or q.shape[-2] * k.shape[-2] < TILED_MIN_SCORES:
+    """``explicit`` when weights are requested or dropout is on; ``small`` (one autograd function,
+    few kernels) for a small score matrix; else ``flex`` where its backward runs and its kernel
+    takes the head dim (GPU, power of 2 from 16), else ``tiled``."""
+    if need_weights or dropout > 0:
         return "explicit"
+    if q.shape[-2] * k.shape[-2] < TILED_MIN_SCORES:
+        return "small"
     d = q.shape[-1]
     return "flex" if q.is_cuda and d >= 16 and d & (d - 1) == 0 else "tiled"
 

@@ -58,10 +58,8 @@ class RunRecord(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.samples += len(batch[0])
-
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.samples += pl_module.train_count  # this rank's training samples of the epoch
         self._write(trainer, record.RUNNING, epochs=trainer.current_epoch + 1)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.errors import AttnexpError
 from attnexp.rules import RULES, Rule, check_value
 
-CONSTRUCTED = ("model", "net", "data")  # groups whose objects check their own arguments: the same rules run here first
+CONSTRUCTED = ("model", "net", "data", "module")  # groups whose objects check their own arguments: the same rules run here first
 # keys of the top level, of Lightning's Trainer and of torch's optimizer: no constructor of ours checks them
 CONFIG_RULES = {
     "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
@@ -36,6 +36,7 @@ def check_config(cfg: DictConfig) -> None:
         if isinstance(node, DictConfig):
             _check_arguments(group, node)
     check_schedule_length(cfg)
+    check_module_owned(cfg)
 
 
 def _check_arguments(prefix: str, node: DictConfig) -> None:
@@ -92,6 +93,21 @@ def check_optimizer_arguments(cfg: DictConfig) -> None:
             f"(it takes {', '.join(takes)}). Remove the key with "
             f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
         )
+
+
+MODULE_OWNED = ("gradient_clip_val", "gradient_clip_algorithm", "accumulate_grad_batches")
+
+
+def check_module_owned(cfg: DictConfig) -> None:
+    """Clipping and accumulation are the module's (it steps the optimizer itself); Lightning refuses them as Trainer arguments."""
+    for key in MODULE_OWNED:
+        value = OmegaConf.select(cfg, f"trainer.{key}", default=None)
+        if value is not None:
+            raise AttnexpError(
+                f"trainer.{key}={value} is not a Trainer setting here: the module makes the optimizer steps "
+                f"(several per Lightning call, module.steps_per_call), so it does the clipping and accumulation. "
+                f"Use module.{key}={value} instead."
+            )
 
 
 def check_schedule_length(cfg: DictConfig) -> None:

@@ -27,6 +27,9 @@ CASES = {
     "cosine without epochs": (["module/scheduler=cosine", "trainer.max_epochs=-1", "trainer.max_steps=8"], ["module.scheduler.T_max=-1 is not allowed", "module/scheduler=null"], 2),
     "corpus context": (["data=corpus", "data.context=64"], ["data.context<=56, data=text data.path=FILE"], 2),
     "optimizer argument": (["module.optimizer._target_=torch.optim.RMSprop"], ["module.optimizer sets fused", "~module.optimizer.fused"], 2),
+    "trainer clipping": (["+trainer.gradient_clip_val=1.0"], ["trainer.gradient_clip_val=1.0 is not a Trainer setting here", "module.gradient_clip_val=1.0"], 2),
+    "clip algorithm": (["module.gradient_clip_algorithm=l1"], ["module.gradient_clip_algorithm='l1' is not allowed", "'norm'"], 2),
+    "zero steps per call": (["module.steps_per_call=0"], ["module.steps_per_call=0 is not allowed", "positive integer"], 2),
     "output not writable": (["paths.log_dir=/dev/null/out"], ["Cannot write run output", "paths.log_dir="], 2),
 }
 

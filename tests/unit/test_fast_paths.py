@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnexp.attention import DotAttention, EuclidAttention, causal_mask, euclid, euclid_tiled
+from attnexp.attention.euclid_small import small_euclid_attention
 from attnexp.attention.euclid_tiled import tiled_euclid_attention
 from attnexp.attention.distance import euclid_score
 from attnexp.attention.euclid import euclid_path, flex_euclid_attention
@@ -114,6 +115,44 @@ def test_tiled_euclid_with_keys_at_distance_exactly_zero():
     assert_same(fast, weights @ v, (q, k, v), atol=1e-5)
 
 
+@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
+def test_small_euclid_matches_cdist_formula(masked):
+    q, k, v = qkv(4)
+    mask = some_mask() if masked else None
+    assert_same(small_euclid_attention(q, k, v, mask, 8**-0.5, EPS), cdist_reference(q, k, v, mask), (q, k, v))
+
+
+def test_small_euclid_cross_attention_float64_and_distance_exactly_zero():
+    """Fewer keys than queries; two keys equal to a query (squared distance exactly 0, score 1/eps) share its
+    weight, and the square root's gradient there is 0, as in the explicit formula."""
+    torch.manual_seed(11)
+    q, k, v = (torch.randint(-2, 3, (1, 2, n, 8)).double() for n in (9, 7, 7))
+    k[:, :, 2], k[:, :, 6] = q[:, :, 4], q[:, :, 4]
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    fast = small_euclid_attention(q, k, v, None, 8**-0.5, 1e-9)
+    assert fast.dtype == torch.float64
+    weights = softmax_attention(euclid_score(q, k, 8**-0.5, 1e-9), v, None)[1]
+    torch.testing.assert_close(weights[:, :, 4, [2, 6]].float(), torch.full((1, 2, 2), 0.5))
+    assert_same(fast, weights @ v, (q, k, v), atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["euclid", "causal"])
+def test_small_path_matches_explicit_path_in_the_module(causal):
+    """The module's default path at patch-model sizes, with a padding mask, against its explicit path:
+    values and gradients of the input and every weight; without grad (evaluation) too."""
+    torch.manual_seed(12)
+    attn = EuclidAttention(16, heads=2, causal=causal)
+    x = torch.randn(3, 16, 16, requires_grad=True)
+    padding = torch.ones(3, 1, 1, 16, dtype=torch.bool)
+    padding[-1, ..., 10:] = False
+    fast, none = attn(x, mask=padding)
+    explicit, _ = attn(x, mask=padding, need_weights=True)
+    assert none is None
+    assert_same(fast, explicit, (x, *attn.parameters()), atol=1e-5)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, mask=padding)[0], explicit.detach(), atol=1e-5, rtol=1e-4)
+
+
 def test_explicit_euclid_matches_cdist_formula():
     q, k, v = qkv(1)
     attn = EuclidAttention(16, heads=2, eps=EPS)
@@ -164,7 +203,8 @@ def test_euclid_path_selection():
     assert euclid_path(t(1024, True), t(1024, True), need_weights=False, dropout=0.0) == "flex"
     assert euclid_path(t(1024, True, 49), t(1024, True, 49), need_weights=False, dropout=0.0) == "tiled"
     for cuda in (False, True):
-        assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.0) == "explicit"
+        assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.0) == "small"
+        assert euclid_path(t(64, cuda), t(64, cuda), need_weights=False, dropout=0.1) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=True, dropout=0.0) == "explicit"
         assert euclid_path(t(1024, cuda), t(1024, cuda), need_weights=False, dropout=0.1) == "explicit"
 

@@ -1,4 +1,4 @@
-"""The Lightning module: no host syncs per training step, ``compile`` changes nothing but speed, attributes
+"""The Lightning module: no host syncs in a training call, ``compile`` changes nothing but speed, attributes
 behave as on any nn.Module, a cheap CUDA check."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import os
 from functools import partial
 
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from attnexp.attention import DotAttention
-from attnexp.cli.run_record import RunRecord
+from attnexp.data import DigitsDataModule
 from attnexp.networks import PatchClassifier
 from attnexp.module import TaskModule
 from attnexp.tasks import ImageClassification
@@ -27,20 +28,30 @@ def batch(n: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, 16, 4), torch.randint(0, 10, (n,))
 
 
-def test_training_step_and_batch_callback_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
-    def forbidden(*args, **kwargs):
-        raise AssertionError("host sync in the training step")
+def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
+    """From the start to the end of each Lightning call (several forward, backward and fused optimizer steps)."""
 
-    m, b = module(), batch()
-    m.on_train_epoch_start()
-    for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__"):
-        monkeypatch.setattr(torch.Tensor, name, forbidden)
-    loss = m.training_step(b, 0)
-    RunRecord(str(tmp_path)).on_train_batch_end(None, m, loss, b, 0)
-    monkeypatch.undo()
-    logits = m(b[0])
-    torch.testing.assert_close(m.train_loss_sum, torch.nn.functional.cross_entropy(logits, b[1]) * 5)
-    assert m.train_count == 5 and m.train_correct == (logits.argmax(-1) == b[1]).sum()
+    def forbidden(*args, **kwargs):
+        raise AssertionError("host sync in a training call")
+
+    class Forbid(pl.Callback):
+        def on_train_batch_start(self, *args):
+            for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__"):
+                monkeypatch.setattr(torch.Tensor, name, forbidden)
+
+        def on_train_batch_end(self, *args):
+            monkeypatch.undo()
+
+    torch.manual_seed(0)
+    net = PatchClassifier(partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10)
+    m = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.Adam, lr=1e-3, fused=True),
+                   divergence_check_every=1000)
+    trainer = pl.Trainer(max_epochs=1, callbacks=[Forbid()], logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         default_root_dir=tmp_path)
+    trainer.fit(m, datamodule=DigitsDataModule(patch_size=2, val_size=180))
+    assert trainer.global_step == 20 and m.train_count == 1257
+    assert 0 < float(trainer.callback_metrics["train/loss"]) < 2.5
 
 
 @pytest.mark.filterwarnings("ignore")
