@@ -83,7 +83,8 @@ class TaskModule(pl.LightningModule):
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
-        self.train_count = 0  # a Python int: batch sizes are known on the host
+        self.train_count = 0  # targets this epoch (tokens for a language model), a Python int: sizes are known on the host
+        self.train_samples = 0  # inputs this epoch (sequences, images)
         self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
         self.unchecked_steps = 0  # batches trained on since the last divergence check
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
@@ -107,7 +108,7 @@ class TaskModule(pl.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         self.train_loss_sum.zero_(), self.train_correct.zero_()
-        self.train_count = 0
+        self.train_count = self.train_samples = 0
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Train on the loader's next ``steps_per_call`` batches (fewer at the end of the epoch or of ``max_steps``).
@@ -142,6 +143,7 @@ class TaskModule(pl.LightningModule):
             bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
             self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
         self.train_count += y.numel()
+        self.train_samples += len(batch[0])
         self.unchecked_steps += 1
         self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
         if last or (batch_idx + 1) % self.accumulate_grad_batches == 0:

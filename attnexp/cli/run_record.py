@@ -59,7 +59,7 @@ class RunRecord(pl.Callback):
         self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.samples += pl_module.train_count  # this rank's training samples of the epoch
+        self.samples += pl_module.train_samples  # this rank's training inputs of the epoch
         self._write(trainer, record.RUNNING, epochs=trainer.current_epoch + 1)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

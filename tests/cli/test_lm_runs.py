@@ -84,6 +84,8 @@ def test_char_level_run_on_a_small_file(cli, tmp_path):
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     state = ckpt["TextDataModule"]
     train_part = text[: int(len(text) * 0.8)]
+    windows = metrics["train_samples_per_s"] * metrics["fit_s"]  # samples are sequences of 32 characters, not tokens
+    assert len(train_part) / 32 * 0.9 < windows <= len(train_part) / 32
     assert state["level"] == "char" and state["context"] == 32
     assert state["vocab"][0] == "[unk]" and set(state["vocab"][1:]) == set(train_part)
 
