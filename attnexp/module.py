@@ -14,8 +14,7 @@ from attnexp.rules import check
 from attnexp.tasks import Task
 
 
-# training_step takes the loader's iterator on purpose (several batches per call, each with its own hooks and
-# step); Lightning warns that this signature is experimental and that batch_idx in hooks is the last one fetched.
+# training_step takes the loader's iterator on purpose; Lightning warns that this is experimental and batch_idx approximate.
 warnings.filterwarnings("ignore", message=r".*`dataloader_iter`", module="pytorch_lightning")
 
 
@@ -26,12 +25,10 @@ class DivergedError(RuntimeError):
 class TaskModule(pl.LightningModule):
     """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics.
 
-    Each call of :meth:`training_step` takes up to ``steps_per_call`` batches from the loader and
-    makes one optimizer step per batch (per ``accumulate_grad_batches`` batches), in the same order
-    and with the same updates as one batch per call: Lightning's fixed cost per call (its loop,
-    hooks and callbacks, about 0.5 ms on a laptop CPU) is paid once for all of them. The module
-    steps the optimizer itself (Lightning's manual optimization), so it also owns gradient
-    clipping, accumulation and the learning-rate schedule; ``global_step`` counts optimizer steps.
+    Each call of :meth:`training_step` trains on up to ``steps_per_call`` batches, one optimizer step
+    each (per ``accumulate_grad_batches``), with the updates of one batch per call: Lightning's fixed
+    cost per call is paid once for all. The module steps the optimizer itself (manual optimization),
+    so it owns clipping, accumulation and the schedule; ``global_step`` counts optimizer steps.
 
     Training statistics are summed on the device and logged once per epoch, so
     a training step never waits on the host; ``log_every_n_steps > 0`` adds

@@ -1,7 +1,7 @@
 """Checks on the composed config, so a wrong value fails before training with a clear message.
 
-:func:`check_config` runs before torch is imported: the argument rules that the model, net and data
-constructors apply to themselves (:mod:`attnexp.rules`), on the config's values, plus the rules of keys
+:func:`check_config` runs before torch is imported: the argument rules that the model, net, data and
+module constructors apply to themselves (:mod:`attnexp.rules`), on the config's values, plus the rules of keys
 no constructor here owns and the checks that span config groups. :func:`check_environment` needs torch.
 """
 

@@ -1,7 +1,7 @@
 """Several optimizer steps per Lightning call: the same steps, in the same order, as one per call.
 
 Each case trains the same seeded model with ``steps_per_call`` 1 and 8 (and an uneven 3) and requires
-bit-identical weights, optimizer state and metrics, with dropout, augmentation-like randomness,
+bit-identical weights, optimizer state and metrics, with dropout, random noise added after the transfer,
 clipping, accumulation and both kinds of schedule in play.
 """
 
@@ -139,8 +139,6 @@ def test_resuming_from_last_checkpoint_equals_an_uninterrupted_run(scheduler, tm
 
 def test_clipping_bounds_every_update(tmp_path):
     """With SGD (lr 1) and the gradient norm clipped to 1e-4, no weight moves more than steps x 1e-4."""
-    pl.seed_everything(0, verbose=False)
-    trainer, module = None, None
     before = None
 
     class Snapshot(pl.Callback):
