@@ -74,13 +74,13 @@ class TaskModule(pl.LightningModule):
         self.log_every_n_steps = log_every_n_steps
         self.divergence_check_every = max(1, divergence_check_every)
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes))
-        self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes))
+        self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes, "val"))
+        self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes, "test"))
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
-        self.train_count = 0  # targets this epoch (tokens for a language model), a Python int: sizes are known on the host
+        self.train_count = 0  # targets this epoch (tokens for a language model): an int, or a tensor for a task that skips some
         self.train_samples = 0  # inputs this epoch (sequences, images)
         self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
         self.unchecked_steps = 0  # batches trained on since the last divergence check
@@ -134,12 +134,16 @@ class TaskModule(pl.LightningModule):
         """Forward and backward on one batch; an optimizer step every ``accumulate_grad_batches`` batches and at the
         epoch's last batch (as Lightning steps), with clipping (:meth:`on_before_optimizer_step`) and a per-step schedule."""
         loss, logits, y = self._step(batch)
+        count = self.task.count(y)  # an int, or a tensor where the task scores some targets only
         with torch.no_grad():  # small ops, no host sync
-            self.train_loss_sum.add_(loss.detach(), alpha=y.numel())
+            if isinstance(count, Tensor):
+                self.train_loss_sum.add_(loss.detach() * count)
+            else:
+                self.train_loss_sum.add_(loss.detach(), alpha=count)
             self.train_correct.add_((logits.argmax(-1) == y).sum())
             bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
             self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
-        self.train_count += y.numel()
+        self.train_count += count
         self.train_samples += len(batch[0])
         self.unchecked_steps += 1
         self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
@@ -199,7 +203,7 @@ class TaskModule(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._check_finite()
-        n = max(self.train_count, 1)
+        n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
         values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}
         self.log_dict({**values, **self._epoch_step()}, sync_dist=True, batch_size=1)  # one value per epoch: no weights
@@ -212,7 +216,7 @@ class TaskModule(pl.LightningModule):
 
     def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict) -> None:
         loss, logits, y = self._step(batch)
-        loss_metric.update(loss, weight=y.numel())
+        loss_metric.update(loss, weight=self.task.count(y))
         for metric in metrics.values():
             metric.update(logits, y)
 

@@ -47,3 +47,14 @@ def cli(tmp_path):
         return tmp_path, proc
 
     return _run
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models are faster on one thread than on two fighting over shared cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from collections import defaultdict
@@ -37,6 +38,7 @@ class Row:
     diffs: dict[str, Difference] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     tuned: str = ""  # the tuned values this row stands for, in the tuned table
+    baseline: str = ""  # the configuration this row is compared with (itself for a baseline)
 
     @property
     def ok(self) -> list[Run]:
@@ -64,7 +66,7 @@ class Comparison:
 
     runs: list[Run]
     metrics: dict[str, str]  # metric -> "max" or "min"
-    baseline: str
+    baseline: str  # the baseline configuration, or the settings that make one in each task or difficulty (model=dot)
     rows: list[Row]
     tune: list[str]  # tuned keys the runs vary
     tuned: list[Row]  # each configuration at its best tuned setting (empty when nothing is tuned)
@@ -94,9 +96,11 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
     rows = group(runs, lambda r: r.config())
     base = pick_baseline(rows, baseline)
-    fill(rows, base, metrics)
+    spec = baseline_spec(base, baseline)
+    fill(rows, base, metrics, spec)
     tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline)
-    return Comparison(runs, metrics, base.config if base else "", rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base))
+    named = ",".join(f"{k}={v}" for k, v in spec.items()) if len({r.baseline for r in rows}) > 1 else (base.config if base else "")
+    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base))
 
 
 def summary_metrics(runs: list[Run]) -> dict[str, str]:
@@ -111,7 +115,12 @@ def group(runs: list[Run], name) -> list[Row]:
     groups: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         groups[name(run)].append(run)
-    return [Row(config, members) for config, members in sorted(groups.items())]
+    return [Row(config, members) for config, members in sorted(groups.items(), key=lambda item: natural(item[0]))]
+
+
+def natural(name: str) -> list:
+    """Sort key that orders numbers inside names by value: ``num_pairs=4`` before ``num_pairs=16``."""
+    return [(0, float(part), "") if i % 2 else (1, 0.0, part) for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", name))]
 
 
 def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
@@ -125,18 +134,40 @@ def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
     return next((r for r in rows if "model=dot" in r.config.split(",")), rows[0])
 
 
-def fill(rows: list[Row], base: Row | None, metrics: dict[str, str]) -> None:
-    """Per-seed values, spreads, and differences from ``base`` with verdicts, for every row and metric."""
+def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[str, str] | None = None) -> None:
+    """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row and metric.
+
+    A row's baseline is the row named like it but with ``spec``'s settings (``model=dot``): a sweep over tasks or
+    difficulties compares the variants within each task or difficulty. Without such a row (or ``spec``), ``base``."""
+    by_config = {r.config: r for r in rows}
     for row in rows:
         for metric in metrics:
             row.values[metric] = {r.seed: float(r.metrics[metric]) for r in row.ok if isinstance(r.metrics.get(metric), (int, float))}
             row.spreads[metric] = spread(list(row.values[metric].values()))
     for row in rows:
-        if base is None or row is base:
+        own = by_config.get(with_settings(row.config, spec or {}))
+        row.baseline = (own or base).config if (own or base) else ""
+        if base is None or row.config == row.baseline:
             continue
         for metric, mode in metrics.items():
-            row.diffs[metric] = difference(base.values[metric], row.values[metric])
+            row.diffs[metric] = difference(by_config[row.baseline].values[metric], row.values[metric])
             row.verdicts[metric] = verdict(row.diffs[metric], higher_is_better=mode == "max" if mode else None)
+
+
+def with_settings(config: str, settings: dict[str, str]) -> str:
+    """``config`` (``model=euclid,data=mqar``) with the values of ``settings`` for the keys it has."""
+    pairs = [part.split("=", 1) for part in config.split(",")]
+    return ",".join(f"{p[0]}={settings.get(p[0], p[1])}" if len(p) == 2 else p[0] for p in pairs)
+
+
+def baseline_spec(base: Row | None, wanted: str | None) -> dict[str, str]:
+    """The settings that make a configuration a baseline: those of ``wanted`` (``model=dot``: the dot row of each task),
+    ``model=dot`` by default, or all of the baseline row's (one baseline for all)."""
+    if base is None:
+        return {}
+    named = wanted or ("model=dot" if "model=dot" in base.config.split(",") else base.config)
+    pairs = [s.split("=", 1) for s in named.split(",") if "=" in s]
+    return {k: v for k, v in pairs} if pairs else dict(base.runs[0].settings)
 
 
 def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None) -> tuple[list[Row], str, str]:
@@ -160,25 +191,41 @@ def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseli
             f"{' / '.join(monitors)} of the checkpoint each run tested; the test metrics are those runs'")
     wanted = [s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys]  # the baseline's other settings
     base = next((r for r in chosen if all(s in r.config.split(",") for s in wanted)), None) if wanted else pick_baseline(chosen, None)
-    fill(chosen, base, metrics)
+    fill(chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys})
     return chosen, rule, base.config if base else ""
 
 
 def warnings(rows: list[Row], base: Row | None) -> list[str]:
-    """Parameter counts that differ from the baseline's by more than 10%; runs left at chance."""
+    """Parameter counts that differ from the row's baseline's by more than 10%; runs left at chance."""
     found = []
-    if base is not None and base.params:
-        for row in rows:
-            if row.params and abs(row.params - base.params) > PARAMS_TOLERANCE * base.params:
-                found.append(f"{row.config} has {row.params:,} parameters, {row.params / base.params:.2f}x the baseline's "
-                             f"{base.params:,}: a difference may come from size, not from the mechanism.")
+    by_config = {r.config: r for r in rows}
+    for row in rows:
+        own = by_config.get(row.baseline, base)
+        if own is not None and own.params and row.params and abs(row.params - own.params) > PARAMS_TOLERANCE * own.params:
+            found.append(f"{row.config} has {row.params:,} parameters, {row.params / own.params:.2f}x the baseline's "
+                         f"{own.params:,}: a difference may come from size, not from the mechanism.")
     for row in rows:
         for run in row.ok:
-            acc, classes = run.metrics.get("val/acc_best", run.metrics.get("val/acc")), run.metrics.get("classes")
-            if isinstance(acc, (int, float)) and classes and acc <= CHANCE_FACTOR / classes:
-                found.append(f"{row.config} seed {run.seed} stayed at chance: best val/acc {acc:.4f} with {classes} classes "
-                             f"(chance {1 / classes:.4f}); it learnt nothing (learning rate, epochs?).")
+            if at_chance(run):
+                found.append(f"{row.config} seed {run.seed} stayed at chance: best val/acc {best_acc(run):.4f}, chance "
+                             f"{chance(run):.4f}; it learnt nothing (learning rate, epochs?).")
     return found
+
+
+def chance(run: Run) -> float:
+    """The accuracy of guessing: what the run's data says (generated tasks), else 1 / classes; nan if unknown."""
+    classes = run.metrics.get("classes")
+    return float(run.metrics.get("chance") or (1 / classes if classes else math.nan))
+
+
+def best_acc(run: Run) -> float:
+    acc = run.metrics.get("val/acc_best", run.metrics.get("val/acc"))
+    return float(acc) if isinstance(acc, (int, float)) else math.nan
+
+
+def at_chance(run: Run) -> bool:
+    """Whether the run's best validation accuracy is at most ``CHANCE_FACTOR`` times chance: it learnt nothing."""
+    return best_acc(run) <= CHANCE_FACTOR * chance(run)
 
 
 def seed_order(seed: str) -> tuple[int, str]:

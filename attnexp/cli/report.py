@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from attnexp.cli import suite
 from attnexp.cli.compare import Comparison, Row, seed_order
 
 
@@ -18,7 +19,7 @@ def metric_table(rows: list[Row], metric: str, mode: str, baseline: str, label: 
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (number(s.std), f"[{number(s.low)}, {number(s.high)}]")
         diff = row.diffs.get(metric)
-        if row.config == baseline:
+        if row.config == (row.baseline or baseline):
             delta, p, word = "baseline", "", ""
         elif diff is None or math.isnan(diff.mean):
             delta, p, word = "-", "-", "-"
@@ -41,6 +42,9 @@ def markdown(c: Comparison) -> str:
     for metric, mode in c.metrics.items():
         better = f"{'higher' if mode == 'max' else 'lower'} is better" if mode else "no better direction"
         parts.append(f"### {metric} ({better})\n\n" + metric_table(c.rows, metric, mode, c.baseline))
+    tasks = suite.suite(c)
+    if tasks:
+        parts.append(suite.markdown(tasks))
     lines = ["| config | runs ok | params | s/epoch | samples/s | status |", "|---|---|---|---|---|---|"]
     for row in c.rows:
         lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {number(row.mean_of('seconds_per_epoch'), 2)} "
@@ -72,4 +76,5 @@ def latex(c: Comparison) -> str:
     lines += ["\\bottomrule", "\\end{tabular}"]
     caption = (f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
                f"Written by attnexp.")
-    return caption + "\n" + "\n".join(lines) + "\n"
+    tasks = suite.suite(c)
+    return caption + "\n" + "\n".join(lines) + "\n" + ("\n" + suite.latex(tasks) if tasks else "")

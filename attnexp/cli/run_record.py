@@ -50,6 +50,9 @@ class RunRecord(pl.Callback):
         self.record = record.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
         task = pl_module.task
         self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
+        chance = getattr(trainer.datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
+        if chance is not None:
+            self.record["chance"] = chance
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_started = time.perf_counter()

@@ -8,7 +8,7 @@ import math
 import statistics
 from pathlib import Path
 
-from attnexp.cli import record
+from attnexp.cli import record, suite
 from attnexp.cli.compare import Comparison, seed_order
 from attnexp.cli.run_folders import Run
 from attnexp.cli.report import latex, markdown
@@ -35,12 +35,30 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
     write_summary_csv(c, out / "summary.csv")
     write_runs_csv(c.runs, out / "runs.csv")
     (out / "summary.tex").write_text(latex(c))
+    tasks = suite.suite(c)
+    if tasks:
+        write_csv(suite.csv_rows(tasks), out / "tasks.csv")
     plot(c, out)
+    for key in suite.knobs(c.runs, c.tune):
+        plot_knob(c, key, out)
     return [out / n for n in names]
 
 
 def plot_names(c: Comparison) -> list[str]:
-    return [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
+    names = [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
+    names += [knob_file(c, key) for key in suite.knobs(c.runs, c.tune)]
+    return names + (["tasks.csv"] if suite.suite(c) else [])
+
+
+def knob_file(c: Comparison, key: str) -> str:
+    return f"{suite.primary_metric(c.runs).replace('/', '_')}_vs_{key.replace('/', '_')}.png"
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def write_summary_csv(c: Comparison, path: Path) -> None:
@@ -130,6 +148,32 @@ def plot(c: Comparison, out: Path) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "val_curves.png", dpi=120)
+    plt.close(fig)
+
+
+def plot_knob(c: Comparison, key: str, out: Path) -> None:
+    """The task's primary metric against ``key``: one line per configuration, mean and 95% interval over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = suite.primary_metric(c.runs)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, points in suite.knob_curves(c.runs, key, metric).items():
+        x, s = [p[0] for p in points], [p[1] for p in points]
+        line = ax.plot(x, [v.mean for v in s], marker="o", label=name)[0]
+        low = [v.low if v.n > 1 else v.mean for v in s]
+        high = [v.high if v.n > 1 else v.mean for v in s]
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
+    n = max((len(r.ok) for r in c.rows), default=0)
+    ax.set(xlabel=key, ylabel=metric, title=f"{metric} against {key}: mean and 95% CI over seeds (n<={n})\ndata {c.data}, epochs: {c.epochs}")
+    ax.set_xticks(sorted({suite.number(r.settings[key]) for r in c.runs if key in r.settings}))
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / knob_file(c, key), dpi=120)
     plt.close(fig)
 
 

@@ -5,6 +5,11 @@ from attnexp.data.cifar10 import CIFAR10DataModule
 from attnexp.data.corpus import CorpusDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
+from attnexp.data.listops import ListOpsDataModule
+from attnexp.data.mqar import MQARDataModule
+from attnexp.data.recall import RecallDataModule
+from attnexp.data.selective_copy import SelectiveCopyDataModule
+from attnexp.data.seqops import SeqOpsDataModule
 from attnexp.data.mnist import MNISTDataModule
 from attnexp.data.text import TextDataModule
 from attnexp.data.vocabulary import Vocabulary
@@ -15,7 +20,12 @@ __all__ = [
     "CorpusDataModule",
     "DigitsDataModule",
     "ImageDataModule",
+    "ListOpsDataModule",
+    "MQARDataModule",
     "MNISTDataModule",
+    "RecallDataModule",
+    "SelectiveCopyDataModule",
+    "SeqOpsDataModule",
     "TextDataModule",
     "Vocabulary",
     "patchify",

@@ -2,6 +2,7 @@
 
 from attnexp.networks.language_model import LanguageModel
 from attnexp.networks.patch_classifier import PatchClassifier
+from attnexp.networks.sequence_classifier import SequenceClassifier
 from attnexp.networks.vit import VisionTransformer
 
-__all__ = ["LanguageModel", "PatchClassifier", "VisionTransformer"]
+__all__ = ["LanguageModel", "PatchClassifier", "SequenceClassifier", "VisionTransformer"]

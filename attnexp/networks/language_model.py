@@ -21,6 +21,8 @@ class LanguageModel(nn.Module):
     the vocabulary size.
     """
 
+    causal: bool | None = True  # what every mixer is asked to be; None: the variant's own setting
+
     def __init__(
         self,
         mixer: Callable[..., nn.Module],
@@ -43,13 +45,14 @@ class LanguageModel(nn.Module):
         self.embed = nn.Embedding(vocab_size, dim)
         self.positions = POSITIONS[positions](context, dim)
         self.drop = nn.Dropout(dropout)
-        mixers = [mixer(dim=dim, num_tokens=context, causal=True, out_proj=attn_out_proj) for _ in range(depth)]
+        causal = {} if self.causal is None else {"causal": self.causal}
+        mixers = [mixer(dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
         self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab_size)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
-        """Next-token logits (B, L, V) for token ids (B, L); with ``need_weights`` also each block's weights."""
+    def encode(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
+        """The normalised output of the last block (B, L, C) for token ids (B, L), and each block's weights."""
         if x.shape[1] > self.context:
             raise ValueError(f"the model was built for windows of at most {self.context} tokens, got {x.shape[1]}.")
         h = self.drop(self.embed(x) + self.positions(x.shape[1]))  # (B, L, C)
@@ -57,5 +60,10 @@ class LanguageModel(nn.Module):
         for block in self.blocks:
             h, weights = block(h, need_weights=need_weights)
             maps.append(weights)
-        logits = self.head(self.norm(h))  # (B, L, V)
+        return self.norm(h), maps
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
+        """Next-token logits (B, L, V) for token ids (B, L); with ``need_weights`` also each block's weights."""
+        h, maps = self.encode(x, need_weights)
+        logits = self.head(h)  # (B, L, V)
         return (logits, maps) if need_weights else logits

@@ -1,7 +1,8 @@
 """Tasks (the ``task`` config group, picked by the data config): what is predicted and measured."""
 
+from attnexp.tasks.answer_tokens import AnswerTokens
 from attnexp.tasks.base import Task
 from attnexp.tasks.image_classification import ImageClassification
 from attnexp.tasks.next_token import NextToken
 
-__all__ = ["ImageClassification", "NextToken", "Task"]
+__all__ = ["AnswerTokens", "ImageClassification", "NextToken", "Task"]

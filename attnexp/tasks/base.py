@@ -38,9 +38,14 @@ class Task:
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
         return F.cross_entropy(logits, target), logits, target
 
-    def metrics(self, num_classes: int) -> dict[str, Metric]:
-        """Fresh metrics for one evaluation stage, each updated with ``(logits, target)`` of :meth:`loss`;
-        logged as ``<stage>/<name>`` beside ``<stage>/loss``."""
+    def count(self, target: Tensor) -> int | Tensor:
+        """How many targets the loss averages over: all of them here (a Python int, known without a sync);
+        a task that leaves some out counts on the device (a tensor)."""
+        return target.numel()
+
+    def metrics(self, num_classes: int, stage: str = "val") -> dict[str, Metric]:
+        """Fresh metrics for one evaluation stage (``val`` or ``test``), each updated with ``(logits, target)`` of
+        :meth:`loss`; logged as ``<stage>/<name>`` beside ``<stage>/loss``."""
         return {"acc": MulticlassAccuracy(num_classes, average="micro")}
 
     def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:

@@ -31,6 +31,11 @@ CASES = {
     "clip algorithm": (["module.gradient_clip_algorithm=l1"], ["module.gradient_clip_algorithm='l1' is not allowed", "'norm'"], 2),
     "zero steps per call": (["module.steps_per_call=0"], ["module.steps_per_call=0 is not allowed", "positive integer"], 2),
     "output not writable": (["paths.log_dir=/dev/null/out"], ["Cannot write run output", "paths.log_dir="], 2),
+    "pairs do not fit": (["data=mqar", "data.num_pairs=20"], ["data.num_pairs=20 with 20 queries does not fit", "data.seq_len=64"], 2),
+    "zero pairs": (["data=mqar", "data.num_pairs=0"], ["data.num_pairs=0 is not allowed", "positive integer"], 2),
+    "unknown sequence op": (["data=seqops", "data.op=shuffle"], ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"], 2),
+    "split too large for the task": (["data=seqops", "data.vocab=3", "data.train_max_len=2", "data.test_lengths=[1,2]",
+                                      "data.train_size=50", "data.val_size=20"], ["without repeating a training input"], 2),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,6 +54,10 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     proc = run_predict(run, 'prompt="zorro lobo"')
     assert proc.returncode == 2 and "has no token the model knows" in proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+    job = shutil.copytree(run, root / "sweep" / "model=dot" / "seed=0")  # a sweep job's folder name holds '='
+    proc = run_predict(job, 'prompt="[bos] el perro"', "tokens=1")
+    assert proc.returncode == 0 and "'come'" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_best_checkpoint_is_never_the_interrupted_one(tmp_path):

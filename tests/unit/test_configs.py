@@ -16,7 +16,7 @@ CASES = [(g, o) for g in ("data", "model", "net", "task", "trainer", "logger", "
 
 def test_groups_are_discovered():
     assert {"dot", "euclid", "masked", "se", "mlp"} <= set(options("model"))
-    assert {"digits", "mnist", "corpus", "text"} <= set(options("data"))
+    assert {"digits", "mnist", "corpus", "text", "mqar", "recall", "selective_copy", "seqops", "listops"} <= set(options("data"))
     assert {"default", "cpu", "gpu"} <= set(options("trainer"))
 
 
@@ -28,6 +28,8 @@ def required_overrides(group: str, option: str, tmp_path: Path) -> list[str]:
         return [f"data.path={path}", "data.context=8"]
     if (group, option) == ("net", "lm"):
         return ["data=corpus"]  # the language model is built from text data
+    if (group, option) == ("net", "encoder"):
+        return ["data=listops"]  # the sequence classifier is built from token sequences with labels
     return []
 
 

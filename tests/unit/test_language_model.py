@@ -25,13 +25,7 @@ from helpers import model_factory, options
 
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models are tiny: one thread is faster than two fighting over shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def mixer(variant: str, **overrides):

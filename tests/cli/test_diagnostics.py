@@ -1,0 +1,32 @@
+"""The diagnostic suite from the command line: one sweep over every generated task, the tasks x variants table."""
+
+from __future__ import annotations
+
+import csv
+
+from conftest import read_metrics, run_dirs
+
+SMALL = ["data.train_size=200", "data.val_size=40", "data.test_size=40", "trainer.max_epochs=1", "net.dim=16",
+         "callbacks.progress_bar.refresh_rate=0"]
+
+
+def test_the_suite_runs_every_task_and_tables_them(cli):
+    root, proc = cli("--multirun", "experiment=diagnostics", "model=dot,masked", "seed=0", *SMALL)
+    (sweep,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
+    records = {p.relative_to(sweep).as_posix(): read_metrics(p) for p in run_dirs(sweep)}
+    tasks = ("listops", "mqar", "recall", "selective_copy", "seqops")
+    assert set(records) == {f"model={m}/data={t}" for m in ("dot", "masked") for t in tasks}
+    for name, record in records.items():
+        assert record["status"] == "ok" and 0 < record["chance"] < 1, name
+        assert {"test/acc", "val/acc_best"} <= set(record), name
+        assert ("test/seq_acc" in record) == ("listops" not in name)
+    assert {"test/acc@len=8", "test/acc@len=32"} <= set(records["model=dot/data=seqops"])
+    assert records["model=dot/data=listops"]["net"] == "encoder" and records["model=dot/data=mqar"]["task"] == "answer_tokens"
+    summary = (sweep / "summary.md").read_text()
+    table = summary.split("### Tasks x variants")[1]
+    assert "| variant | listops (test/acc) | mqar (test/acc) | recall (test/acc) | selective_copy (test/acc) | seqops (test/acc) | mean score |" in table
+    rows = list(csv.DictReader((sweep / "tasks.csv").open()))
+    assert len(rows) == 2 * 6 and {r["task"] for r in rows} == {*tasks, "mean score"}
+    dot = {r["task"]: float(r["mean"]) for r in rows if r["variant"] == "model=dot"}
+    assert abs(dot["mean score"] - sum(dot[t] for t in tasks) / 5) < 1e-9
+    assert "model=masked,data=mqar" in summary and "Δ vs model=dot" in summary

@@ -1,0 +1,93 @@
+"""Summaries of sweeps over tasks and difficulties: baselines within each task, the tasks x variants table with a
+mean score, curves against a numeric setting, and runs left at chance."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import yaml
+
+from attnexp.cli.compare import compare, main
+from attnexp.cli.run_folders import find_runs
+from attnexp.cli.suite import knobs, suite
+
+SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
+
+
+def fake_run(root, overrides: list[str], acc: float, chance: float = 0.01):
+    folder = root / "/".join(overrides)
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    settings = dict(o.split("=", 1) for o in overrides)
+    record = {"status": "ok", "variant": settings["model"], "data": settings.get("data", "mqar"), "seed": int(settings["seed"]),
+              "params": 100, "classes": 64, "chance": chance, "epochs": 2, "summary": SUMMARY, "monitor": "val/acc",
+              "mode": "max", "test/acc": acc, "val/acc_best": acc, "monitor_best": acc}
+    (folder / "metrics.json").write_text(json.dumps(record))
+
+
+SCORES = {("mqar", "dot"): 0.9, ("mqar", "euclid"): 0.6, ("recall", "dot"): 0.5, ("recall", "euclid"): 0.5}
+
+
+def task_sweep(root):
+    for (data, model), acc in SCORES.items():
+        for seed in range(3):
+            chance = 0.5 if data == "recall" else 0.01  # recall's runs stay at chance
+            fake_run(root, [f"data={data}", f"model={model}", f"seed={seed}"], acc + 0.01 * seed * (model == "dot"), chance)
+
+
+def test_variants_are_compared_within_each_task(tmp_path):
+    task_sweep(tmp_path)
+    c = compare(find_runs([tmp_path]))
+    rows = {r.config: r for r in c.rows}
+    assert c.baseline == "model=dot"
+    assert rows["model=euclid,data=mqar"].baseline == "model=dot,data=mqar"
+    assert rows["model=euclid,data=recall"].baseline == "model=dot,data=recall"
+    assert abs(rows["model=euclid,data=mqar"].diffs["test/acc"].mean + 0.31) < 1e-9
+    assert abs(rows["model=euclid,data=recall"].diffs["test/acc"].mean + 0.01) < 1e-9
+    assert any("model=euclid,data=recall seed 0 stayed at chance" in w and "chance 0.5000" in w for w in c.warnings)
+    assert not any("data=mqar" in w for w in c.warnings)
+
+
+def test_tasks_by_variants_table_with_mean_scores(tmp_path, capsys):
+    task_sweep(tmp_path / "runs")
+    out = tmp_path / "cmp"
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    table = text.split("### Tasks x variants")[1].split("###")[0]
+    dot = next(line for line in table.splitlines() if line.startswith("| model=dot |"))
+    euclid = next(line for line in table.splitlines() if line.startswith("| model=euclid |"))
+    assert "| mqar (test/acc) | recall (test/acc) | mean score |" in table
+    assert dot.count("[") == 3 and "0.9100 [" in dot and "(3 at chance)" in dot
+    assert euclid == "| model=euclid | 0.6000 [0.6000, 0.6000] | 0.5000 [0.5000, 0.5000] (3 at chance) | 0.5500 [0.5500, 0.5500] |"
+    s = suite(compare(find_runs([tmp_path / "runs"])))
+    assert s.scores["model=dot"].mean == (0.91 + 0.51) / 2 and s.scores["model=dot"].n == 3
+    rows = list(csv.DictReader((out / "tasks.csv").open()))
+    assert {(r["variant"], r["task"]) for r in rows} >= {("model=dot", "mqar"), ("model=euclid", "mean score")}
+    assert "Variant & mqar & recall & Mean" in (out / "summary.tex").read_text()
+
+
+def test_a_numeric_setting_the_sweep_varies_gets_a_curve(tmp_path):
+    for pairs in (4, 8, 16):
+        for model in ("dot", "euclid"):
+            for seed in range(2):
+                fake_run(tmp_path / "runs", [f"data.num_pairs={pairs}", f"model={model}", f"module.optimizer.lr=0.001",
+                                             f"seed={seed}"], 1.0 - pairs / 32 - 0.1 * (model == "euclid") + 0.01 * seed)
+    runs = find_runs([tmp_path / "runs"])
+    assert knobs(runs, ["module.optimizer.lr"]) == ["data.num_pairs"]
+    assert suite(compare(runs)) is None  # one task: no tasks table
+    out = tmp_path / "cmp"
+    assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert (out / "test_acc_vs_data.num_pairs.png").stat().st_size > 10_000
+    c = compare(runs)
+    rows = {r.config: r for r in c.rows}
+    assert rows["model=euclid,data.num_pairs=16"].baseline == "model=dot,data.num_pairs=16"
+
+
+def test_a_sweep_of_one_task_keeps_one_baseline(tmp_path):
+    for model, acc in (("dot", 0.8), ("euclid", 0.7), ("se", 0.6)):
+        for seed in range(2):
+            fake_run(tmp_path, [f"model={model}", f"seed={seed}"], acc + 0.01 * seed)
+    c = compare(find_runs([tmp_path]))
+    assert c.baseline == "model=dot" and {r.baseline for r in c.rows} == {"model=dot"}
+    assert suite(c) is None and knobs(c.runs, []) == []
