@@ -97,11 +97,16 @@ class TaskModule(pl.LightningModule):
             super().__setattr__(name, value)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
+        """The network's logits for ``x``, called as the task calls it (an encoder-decoder decodes greedily)."""
+        return self.task.forward(self.net, x)
+
+    def setup(self, stage: str) -> None:
+        if self.trainer.datamodule is not None:
+            self.task.bind(self.trainer.datamodule)
 
     def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         x, y = batch
-        return self.task.loss(self.net(x), y)
+        return self.task.loss(self.task.forward(self.net, x, y), y)
 
     def on_train_epoch_start(self) -> None:
         self.train_loss_sum.zero_(), self.train_correct.zero_()
@@ -214,11 +219,10 @@ class TaskModule(pl.LightningModule):
         """Lightning's ``step`` key: per-epoch curves get the epoch as their x value, not the optimizer step."""
         return {"step": float(self.current_epoch)}
 
-    def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict) -> None:
+    def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict, stage: str) -> None:
         loss, logits, y = self._step(batch)
         loss_metric.update(loss, weight=self.task.count(y))
-        for metric in metrics.values():
-            metric.update(logits, y)
+        self.task.update(metrics, logits, y, self.net, batch[0], stage)
 
     def _log_stage(self, stage: str, loss_metric: MeanMetric, metrics: nn.ModuleDict) -> dict[str, Tensor]:
         """Log ``<stage>/loss``, the task's metrics and what it derives from the loss; reset them."""
@@ -231,7 +235,7 @@ class TaskModule(pl.LightningModule):
         return values
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, self.val_loss, self.val_metrics)
+        self._evaluate(batch, self.val_loss, self.val_metrics, "val")
 
     def on_validation_epoch_end(self) -> None:
         values = self._log_stage("val", self.val_loss, self.val_metrics)
@@ -242,7 +246,7 @@ class TaskModule(pl.LightningModule):
             self.log_dict({"val/acc_best": self.val_acc_best.compute(), **self._epoch_step()}, sync_dist=True)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, self.test_loss, self.test_metrics)
+        self._evaluate(batch, self.test_loss, self.test_metrics, "test")
 
     def on_test_epoch_end(self) -> None:
         self._log_stage("test", self.test_loss, self.test_metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -14,10 +15,13 @@ from attnexp.figures.callback import forward_with_weights
 PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
 
 
-def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool) -> dict[str, float]:
+def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: Tensor | None = None,
+                    self_attention: bool = True) -> dict[str, float]:
     """Means over samples, heads and query rows of one layer's attention.  # weights, scores: (B, H, Lq, Lk)
 
-    Rows that may attend to one key only are left out. ``entropy``: row entropy / log(number of keys the row
+    ``mask`` is the layer's (True = may attend, broadcast to (B, H, Lq, Lk); e.g. a key padding mask).
+    Rows that may attend to one key only are left out, and in a self-attention with a mask the rows of
+    tokens that are themselves masked (padding). ``entropy``: row entropy / log(number of keys the row
     may attend to); ``max_weight``: the largest weight of a row; ``peaked``: the share of rows whose largest weight is over
     0.99; ``self_weight``: the weight a token puts on itself (self-attention only); ``score_min``,
     ``score_max``: the range of the finite scores before softmax over allowed pairs; ``nonfinite``: how many
@@ -28,21 +32,25 @@ def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool) -> dic
     allowed = torch.ones(lq, lk, dtype=torch.bool, device=w.device)
     if causal:
         allowed = allowed.tril()
-    keys = allowed.sum(-1).float()  # (Lq,)
+    if mask is not None:
+        allowed = (allowed & mask).expand(w.shape)  # (B, H, Lq, Lk)
+    keys = allowed.sum(-1).float()  # (Lq,), or (B, H, Lq) with a mask
     rows = keys > 1  # a row with one key to see (the first one under a causal mask) says nothing
+    if mask is not None and self_attention and lq == lk:
+        rows = rows & allowed.any(-2)  # a token no query may attend to is padding: its own row says nothing either
     if not rows.any():
         return {}
-    entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]  # (B, H, rows)
+    entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
     top = w.amax(-1)[..., rows]
     stats = {
         "entropy": (entropy / keys[rows].log()).mean().item(),
         "max_weight": top.mean().item(),
         "peaked": (top > PEAKED).float().mean().item(),
     }
-    if lq == lk:
+    if self_attention and lq == lk:
         stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
     if scores is not None:
-        s = scores.float()[..., allowed]  # (B, H, allowed pairs)
+        s = scores.float()[..., allowed]  # (B, H, allowed pairs), or (allowed pairs,) with a mask
         finite = s[torch.isfinite(s)]
         stats.update(score_min=finite.min().item() if finite.numel() else math.nan,
                      score_max=finite.max().item() if finite.numel() else math.nan,
@@ -57,22 +65,29 @@ def gate_stats(gates: Tensor) -> dict[str, float]:
 
 
 class ScoreRecorder:
-    """Captures a multi-head layer's projected queries and keys during one forward pass, and gives its scores."""
+    """Captures a multi-head layer's projected queries and keys, and the mask and context it was called with,
+    during a forward pass, and gives the scores of its last call."""
 
     def __init__(self, mixer: MultiHeadAttention) -> None:
-        self.mixer, self.outputs = mixer, []
+        self.mixer, self.outputs, self.calls = mixer, [], []
         projections = {id(mixer.q_proj): mixer.q_proj, id(mixer.k_proj): mixer.k_proj}  # one module when tied
         self.hooks = [p.register_forward_hook(lambda module, args, out: self.outputs.append(out)) for p in projections.values()]
+        self.hooks.append(mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True))
 
     def scores(self) -> Tensor | None:
-        """The scores before masking and softmax of the pass recorded.  # (B, H, Lq, Lk)"""
+        """The scores before masking and softmax of the last call recorded.  # (B, H, Lq, Lk)"""
         for hook in self.hooks:
             hook.remove()
         if len(self.outputs) < 2:
             return None
-        q, k = (self.mixer._split(t).float() for t in self.outputs[:2])  # q_proj runs before k_proj
+        q, k = (self.mixer._split(t).float() for t in self.outputs[-2:])  # of the last call (a decoder decodes first); q_proj runs first
         with torch.no_grad():
             return self.mixer.score(q, k)
+
+    @property
+    def call(self) -> dict[str, Any]:
+        """The keyword arguments of the last call (``mask``, ``context``)."""
+        return self.calls[-1] if self.calls else {}
 
 
 class AttentionTelemetry(pl.Callback):
@@ -97,7 +112,11 @@ class AttentionTelemetry(pl.Callback):
             scores = recorder.scores() if recorder else None
             if weights is None:
                 continue
-            stats = attention_stats(weights, scores, mixer.request.causal) if weights.dim() == 4 else gate_stats(weights)
+            if weights.dim() == 4:
+                call = recorder.call if recorder else {}
+                stats = attention_stats(weights, scores, mixer.request.causal, call.get("mask"), call.get("context") is None)
+            else:
+                stats = gate_stats(weights)
             values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})
         if values:  # flushed with the module's validation metrics, whose "step" key (the epoch) they share
             pl_module.log_dict(values, sync_dist=True)

@@ -26,6 +26,10 @@ class SqueezeExcitation(TokenMixer):
     units, but at least :data:`MIN_SE_UNITS` (or ``dim`` when narrower), then a
     sigmoid gate. The gates rescale every token's channels and are returned as the
     "attention weights": (B, C), or (B, L, C) when causal.
+
+    With a ``context`` (the cross-attention of an encoder-decoder) the mean is taken over the context's
+    tokens, so every token of ``x`` gets the same gates: se cannot choose a position of the context. A
+    ``mask`` is read as a key padding mask: the mean is over the tokens some query may attend to.
     """
 
     def __init__(self, dim: int, *, reduction: int = 4, **request: Any) -> None:
@@ -38,15 +42,24 @@ class SqueezeExcitation(TokenMixer):
     def forward(
         self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        if self.causal:
+        if self.causal and context is None:
             counts = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)
             squeezed = x.cumsum(dim=1) / counts  # (B, L, C)
             gates = self.excite(squeezed)  # (B, L, C)
             out = x * gates
         else:
-            gates = self.excite(x.mean(dim=1))  # (B, C)
+            gates = self.excite(masked_mean(x if context is None else context, mask))  # (B, C)
             out = x * gates.unsqueeze(1)
         return out, gates if need_weights else None
+
+
+def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean over the tokens of ``x`` (B, L, C) that some query may attend to under ``mask`` (broadcast to
+    (B, H, Lq, L)), or over all of them.  # (B, C)"""
+    if mask is None:
+        return x.mean(dim=1)
+    keep = mask.reshape(mask.shape[0], -1, mask.shape[-1]).any(1).unsqueeze(-1).to(x.dtype)  # (B, L, 1)
+    return (x * keep).sum(1) / keep.sum(1).clamp_min(1.0)
 
 
 class DenseMixer(TokenMixer):
@@ -66,8 +79,9 @@ class DenseMixer(TokenMixer):
         if self.request.causal:
             raise AttnexpError(
                 "The mlp token mixer cannot predict next tokens: it mixes every position of the window with every "
-                "other, so position i would see the token it must predict. On text data pick a variant that can be "
-                "causal, e.g. model=dot or model=euclid (attnexp --help lists the variants)."
+                "other, so position i would see the token it must predict. On text, sequence-to-sequence and "
+                "generated next-token data pick a variant that can be causal, e.g. model=dot or model=euclid "
+                "(attnexp --help lists the variants)."
             )
         if num_tokens is None:
             raise AttnexpError("The mlp token mixer needs a fixed number of tokens, and this network gives none.")

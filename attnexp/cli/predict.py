@@ -1,4 +1,5 @@
-"""The ``attnexp-predict`` entrypoint: next-token predictions and a continuation from a trained text run."""
+"""The ``attnexp-predict`` entrypoint: next-token predictions and a continuation from a trained text run, or the
+output of an encoder-decoder run (translation, captioning) with its beam-search alternatives."""
 
 from __future__ import annotations
 
@@ -40,11 +41,10 @@ def find_checkpoint(run: Path, checkpoint: str) -> Path:
     return found[-1]
 
 
-def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, Vocabulary]:
-    """The trained network (eval mode, CPU) and vocabulary of a text run folder."""
+def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, Any]]:
+    """The trained network (eval mode, CPU) of a run folder, and its data's state from the checkpoint (a
+    vocabulary, or for an encoder-decoder the vocabularies, shapes and image normalisation)."""
     import torch
-
-    from attnexp.data.vocabulary import Vocabulary
 
     folder = Path(run).expanduser()
     config = folder / ".hydra" / "config.yaml"
@@ -54,32 +54,32 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, Vocabulary]
             "e.g. run=outputs/runs/2026-01-01/12-00-00_dot_corpus."
         )
     state = torch.load(find_checkpoint(folder, checkpoint), map_location="cpu", weights_only=True)
-    data_state = next((v for v in state.values() if isinstance(v, dict) and "vocab" in v), None)
+    data_state = next((v for v in state.values() if isinstance(v, dict) and ("vocab" in v or "tgt_vocab" in v)), None)
     if data_state is None:
         raise AttnexpError(
-            f"run={run} was not trained on text (its checkpoint holds no vocabulary). attnexp-predict works on "
-            "runs of data=corpus or data=text."
+            f"run={run} was not trained on text or sequence pairs (its checkpoint holds no vocabulary). attnexp-predict "
+            "works on runs of data=corpus, text, dates, pairs and captions."
         )
-    vocab = Vocabulary.from_state(data_state)
-    net = build_net(OmegaConf.load(config).net, {"vocab_size": len(vocab), "context": data_state["context"]})
+    spec = data_state.get("spec") or {"vocab_size": len(data_state["vocab"]), "context": data_state["context"]}
+    net = build_net(OmegaConf.load(config).net, spec)
     net.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
-    return net.eval(), vocab
+    return net.eval(), data_state
 
 
-def encode_prompt(prompt: str, vocab: Vocabulary) -> Tensor:
-    """Prompt ids; unknown tokens become ``[unk]`` with a warning, a prompt of only unknown ones is an error.  # (L,)"""
-    from attnexp.data.vocabulary import tokenize
+def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tensor:
+    """Prompt (or source) ids; unknown tokens become ``[unk]`` with a warning, only unknown ones are an error.  # (L,)"""
+    from attnexp.data.vocabulary import UNK, tokenize
 
     tokens = tokenize(prompt, vocab.level)
     ids, unknown = vocab.encode(tokens)
     if not tokens or len(unknown) == len(tokens):
-        known = ", ".join(vocab.tokens[1:21])
+        known = ", ".join([repr(t) if vocab.level == "char" else t for t in vocab.tokens if not t.startswith("[")][:20])
         raise AttnexpError(
-            f"The prompt {prompt!r} has no token the model knows ({vocab.level} level, {len(vocab)} tokens), so there "
-            f"is nothing to predict from. Use words from the training text, e.g. {known}."
+            f"The {what} {prompt!r} has no token the model knows ({vocab.level} level, {len(vocab)} tokens), so there "
+            f"is nothing to predict from. Use {'words' if vocab.level == 'word' else 'characters'} of the training text, e.g. {known}."
         )
     if unknown:
-        print(f"warning: not in the vocabulary, read as [unk]: {', '.join(map(repr, unknown))}", file=sys.stderr)
+        print(f"warning: not in the vocabulary, read as {UNK}: {', '.join(map(repr, unknown))}", file=sys.stderr)
     return ids
 
 
@@ -108,15 +108,32 @@ def continue_ids(net: nn.Module, ids: Tensor, tokens: int, sample: bool, tempera
 
 
 def predict(cfg: DictConfig) -> str:
-    """The report ``attnexp-predict`` prints: the top-k next tokens and a continuation."""
+    """The report ``attnexp-predict`` prints: for a text run the top-k next tokens and a continuation; for an
+    encoder-decoder the output of a source text or image and the best alternatives of a beam search."""
+    from attnexp.data.vocabulary import Vocabulary
+
+    if cfg.top_k < 1 or cfg.tokens < 0 or not cfg.temperature > 0 or cfg.beam < 1:
+        raise AttnexpError(
+            f"top_k must be >= 1, tokens >= 0, temperature > 0 and beam >= 1; got top_k={cfg.top_k}, tokens={cfg.tokens}, "
+            f"temperature={cfg.temperature}, beam={cfg.beam}. E.g. top_k=5 tokens=10 temperature=0.8 beam=4."
+        )
+    net, state = load_run(cfg.run, cfg.checkpoint)
+    given = {key: cfg.get(key) for key in ("prompt", "source", "image") if cfg.get(key) is not None}
+    wanted = "prompt" if "vocab" in state else "source" if "src_vocab" in state else "image"
+    if list(given) != [wanted]:
+        kind = {"prompt": "a next-token run", "source": "a translation run", "image": "a captioning run"}[wanted]
+        example = {"prompt": "'prompt=\"[bos] el perro\"'", "source": "'source=\"3 de marzo de 2021\"'", "image": "image=digits.png"}[wanted]
+        raise AttnexpError(f"run={cfg.run} is {kind}: give {wanted}= and nothing else of prompt=, source=, image= "
+                           f"(got {', '.join(given) or 'none'}), e.g. {example}.")
+    if wanted == "prompt":
+        return predict_next(cfg, net, Vocabulary.from_state(state))
+    return predict_sequence(cfg, net, state)
+
+
+def predict_next(cfg: DictConfig, net: nn.Module, vocab: Vocabulary) -> str:
+    """The top-k next tokens after the prompt and a continuation."""
     from attnexp.data.vocabulary import detokenize
 
-    if cfg.top_k < 1 or cfg.tokens < 0 or not cfg.temperature > 0:
-        raise AttnexpError(
-            f"top_k must be >= 1, tokens >= 0 and temperature > 0; got top_k={cfg.top_k}, tokens={cfg.tokens}, "
-            f"temperature={cfg.temperature}. E.g. top_k=5 tokens=10 temperature=0.8."
-        )
-    net, vocab = load_run(cfg.run, cfg.checkpoint)
     ids = encode_prompt(str(cfg.prompt), vocab)
     top = next_token_probs(net, ids).topk(min(cfg.top_k, len(vocab)))
     prompt = detokenize(vocab.decode(ids.tolist()), vocab.level)
@@ -127,6 +144,47 @@ def predict(cfg: DictConfig) -> str:
         how = f"sampled at temperature {cfg.temperature}, seed {cfg.seed}" if cfg.sample else "greedy"
         lines += [f"continuation ({how}, {cfg.tokens} tokens):", detokenize(vocab.decode(out.tolist()), vocab.level)]
     return "\n".join(lines)
+
+
+def predict_sequence(cfg: DictConfig, net: nn.Module, state: dict[str, Any]) -> str:
+    """The best output of a beam search for ``source=`` or ``image=``, and the top alternatives with their probabilities."""
+    from attnexp.data.vocabulary import EOS_ID, PAD_ID, Vocabulary, detokenize
+    from attnexp.networks.decoding import beam_search
+
+    if "src_vocab" in state:
+        src_vocab = Vocabulary.from_state(state["src_vocab"])
+        src, shown = encode_source(str(cfg.source), src_vocab, state["spec"]["src_len"]), repr(str(cfg.source))
+    else:
+        from attnexp.data.captions import canvas_from_file
+
+        spec = state["spec"]
+        src, shown = canvas_from_file(str(cfg.image), spec["image_height"], spec["image_width"], state["image"]), str(cfg.image)
+    vocab = Vocabulary.from_state(state["tgt_vocab"])
+    ids, scores = beam_search(net, src.unsqueeze(0), cfg.beam)
+
+    def text(row: list[int]) -> str:
+        row = row[: row.index(EOS_ID)] if EOS_ID in row else row
+        return detokenize(vocab.decode([i for i in row if i != PAD_ID]), vocab.level)
+
+    outputs = [text(row) for row in ids[0].tolist()]
+    how = "greedy" if cfg.beam == 1 else f"beam search, {cfg.beam} hypotheses"
+    lines = [f"{'source' if 'src_vocab' in state else 'image'}: {shown}", f"output: {outputs[0]}", f"top {min(cfg.top_k, cfg.beam)} ({how}):"]
+    lines += [f"  {p:<9.4g} {o}" for p, o in zip(scores[0].exp().tolist()[: cfg.top_k], outputs)]
+    return "\n".join(lines)
+
+
+def encode_source(text: str, vocab: Vocabulary, length: int) -> Tensor:
+    """Source ids of ``text`` padded to the trained length; unknown tokens warn (as prompts do), a source
+    longer than any the model was trained on is an error.  # (S,)"""
+    import torch
+
+    from attnexp.data.vocabulary import PAD_ID
+
+    ids = encode_prompt(text, vocab, "source")
+    if len(ids) > length:
+        raise AttnexpError(f"The source {text!r} has {len(ids)} {vocab.level} tokens; the model was built for at most "
+                           f"{length} (the longest source in its data). Shorten it.")
+    return torch.cat([ids, torch.full((length - len(ids),), PAD_ID, dtype=torch.long)])
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="predict")

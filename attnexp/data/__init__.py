@@ -1,8 +1,10 @@
 """Lightning data modules; every one exposes ``spec``, the shape facts a network is built from."""
 
 from attnexp.data.batch_augment import BatchAugment
+from attnexp.data.captions import CaptionsDataModule
 from attnexp.data.cifar10 import CIFAR10DataModule
 from attnexp.data.corpus import CorpusDataModule
+from attnexp.data.dates import DatesDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
 from attnexp.data.listops import ListOpsDataModule
@@ -11,18 +13,22 @@ from attnexp.data.recall import RecallDataModule
 from attnexp.data.selective_copy import SelectiveCopyDataModule
 from attnexp.data.seqops import SeqOpsDataModule
 from attnexp.data.mnist import MNISTDataModule
+from attnexp.data.pairs import PairsDataModule
 from attnexp.data.text import TextDataModule
 from attnexp.data.vocabulary import Vocabulary
 
 __all__ = [
     "BatchAugment",
+    "CaptionsDataModule",
     "CIFAR10DataModule",
     "CorpusDataModule",
+    "DatesDataModule",
     "DigitsDataModule",
     "ImageDataModule",
     "ListOpsDataModule",
     "MQARDataModule",
     "MNISTDataModule",
+    "PairsDataModule",
     "RecallDataModule",
     "SelectiveCopyDataModule",
     "SeqOpsDataModule",

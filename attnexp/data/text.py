@@ -15,31 +15,42 @@ from attnexp.errors import AttnexpError
 from attnexp.rules import check
 
 
-def read_text(path: str) -> str:
-    """The file's text, or an :class:`AttnexpError` saying why it cannot serve as a corpus."""
+def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
+    """The file's text, or an :class:`AttnexpError` saying why it cannot serve as ``data=<data>``'s file."""
     file = Path(path).expanduser()
     try:
         raw = file.read_bytes()
     except OSError as err:
         raise AttnexpError(
             f"Cannot read data.path={path} ({err.strerror or type(err).__name__}; looked at {file.resolve()}). "
-            "data=text needs a readable UTF-8 text file: check the path (a relative path starts from the "
-            f"folder you run in, {os.getcwd()}) and its permissions, e.g. data.path=/abs/path/book.txt."
+            f"data={data} needs a readable UTF-8 text file: check the path (a relative path starts from the "
+            f"folder you run in, {os.getcwd()}) and its permissions, e.g. data.path=/abs/path/{example}."
         ) from err
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
         raise AttnexpError(
-            f"data.path={path} is not UTF-8 text: byte {err.start} is 0x{raw[err.start]:02x}, which UTF-8 does not "
-            "allow there. data=text reads UTF-8 only; convert the file first, e.g. "
-            f"`iconv -f latin1 -t utf-8 {path} > book.utf8.txt`, and point data.path at the result."
+            f"data.path={path} is not UTF-8 text: byte {err.start} (line {line}) is 0x{raw[err.start]:02x}, which UTF-8 "
+            f"does not allow there. data={data} reads UTF-8 only; convert the file first, e.g. "
+            f"`iconv -f latin1 -t utf-8 {path} > {file.stem}.utf8{file.suffix}`, and point data.path at the result."
         ) from err
     if not text.strip():
         raise AttnexpError(
             f"data.path={path} is empty{' (only whitespace)' if text else ''}: there is nothing to learn from. "
-            "Point data.path at a UTF-8 text file with at least a few thousand characters."
+            f"Point data.path at a UTF-8 text file with at least a few thousand {'lines' if data == 'pairs' else 'characters'}."
         )
     return text
+
+
+def split_fractions(val_fraction: float, test_fraction: float) -> tuple[float, float, float]:
+    """The train, val and test shares of a file split by position, or an error for shares that cannot split it."""
+    if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
+        raise AttnexpError(
+            f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each be above 0 and "
+            "sum to less than 1: the file is split by position into train, val and test parts. E.g. 0.1 and 0.1."
+        )
+    return 1.0 - val_fraction - test_fraction, val_fraction, test_fraction
 
 
 def windows(ids: Tensor, context: int, stride: int) -> tuple[Tensor, Tensor]:
@@ -74,13 +85,8 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         check_level(level)
         check("data", context=context, stride=stride, batch_size=batch_size, eval_batch_size=eval_batch_size)
         stride = context if stride is None else stride
-        if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
-            raise AttnexpError(
-                f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each be above 0 and "
-                "sum to less than 1: the text is split by position into train, val and test parts. E.g. 0.1 and 0.1."
-            )
         self.path, self.level, self.context, self.stride = path, level, context, stride
-        self.fractions = (1.0 - val_fraction - test_fraction, val_fraction, test_fraction)
+        self.fractions = split_fractions(val_fraction, test_fraction)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.vocab: Vocabulary | None = None
         self.streams: dict[str, Tensor] = {}  # token ids of each part  # (N,)

@@ -11,10 +11,12 @@ from torch import Tensor
 
 from attnexp.errors import AttnexpError
 
-UNK, BOS, EOS = "[unk]", "[bos]", "[eos]"
+UNK, BOS, EOS, PAD = "[unk]", "[bos]", "[eos]", "[pad]"
+SEQ2SEQ_SPECIALS = (PAD, BOS, EOS, UNK)  # the first ids of every sequence-to-sequence vocabulary
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 LEVELS = ("word", "char")
 # Special tokens, words (with inner apostrophes: "don't"), or single punctuation marks.
-WORD_PATTERN = re.compile(r"\[(?:unk|bos|eos)\]|\w+(?:'\w+)*|[^\w\s]")
+WORD_PATTERN = re.compile(r"\[(?:unk|bos|eos|pad)\]|\w+(?:'\w+)*|[^\w\s]")
 
 
 def check_level(level: str) -> None:
@@ -38,21 +40,24 @@ def detokenize(tokens: Iterable[str], level: str) -> str:
 
 
 class Vocabulary:
-    """Token <-> id map; id 0 is ``[unk]``, the rest by falling frequency, ties alphabetically."""
+    """Token <-> id map: the special tokens first (``[unk]`` alone by default, so id 0), then the rest by
+    falling frequency, ties alphabetically. Unknown tokens map to ``[unk]``."""
 
     def __init__(self, tokens: list[str], level: str) -> None:
         check_level(level)
-        if not tokens or tokens[0] != UNK:
-            raise ValueError(f"a vocabulary starts with {UNK}, got {tokens[:3]}.")
+        if UNK not in tokens:
+            raise ValueError(f"a vocabulary holds {UNK}, got {tokens[:3]}.")
         self.tokens, self.level = list(tokens), level
         self.ids = {token: i for i, token in enumerate(self.tokens)}
+        self.unk_id = self.ids[UNK]
 
     @classmethod
-    def build(cls, tokens: Iterable[str], level: str) -> "Vocabulary":
-        """Vocabulary of every distinct token in ``tokens`` plus ``[unk]``."""
+    def build(cls, tokens: Iterable[str], level: str, specials: tuple[str, ...] = (UNK,)) -> "Vocabulary":
+        """Vocabulary of ``specials`` (which must hold ``[unk]``), then every other distinct token in ``tokens``."""
         counts = Counter(tokens)
-        counts.pop(UNK, None)
-        return cls([UNK, *sorted(counts, key=lambda t: (-counts[t], t))], level)
+        for special in specials:
+            counts.pop(special, None)
+        return cls([*specials, *sorted(counts, key=lambda t: (-counts[t], t))], level)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -60,8 +65,8 @@ class Vocabulary:
     def encode(self, tokens: Iterable[str]) -> tuple[Tensor, list[str]]:
         """Ids of ``tokens`` (unknown ones -> ``[unk]``) and the list of unknown tokens.  # (N,)"""
         tokens = list(tokens)
-        ids = [self.ids.get(t, 0) for t in tokens]
-        unknown = [t for t, i in zip(tokens, ids) if i == 0 and t != UNK]
+        ids = [self.ids.get(t, self.unk_id) for t in tokens]
+        unknown = [t for t, i in zip(tokens, ids) if i == self.unk_id and t != UNK]
         return torch.tensor(ids, dtype=torch.long), unknown
 
     def decode(self, ids: Iterable[int]) -> list[str]:

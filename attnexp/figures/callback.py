@@ -28,13 +28,13 @@ def figure_writers(trainer: pl.Trainer) -> list:
 
 
 def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
-    """The network in eval mode on ``x`` at the trainer's precision, returning float32 logits and each
-    layer's weights; its mode is restored."""
+    """The network in eval mode on ``x`` (through its task: an encoder-decoder decodes its own output) at the
+    trainer's precision, returning float32 logits and each layer's weights; its mode is restored."""
     net, precision = pl_module.net, pl_module.trainer.precision_plugin
     was_training = net.training
     net.eval()
     with torch.no_grad(), precision.forward_context():
-        logits, maps = net(precision.convert_input(x.to(pl_module.device)), need_weights=True)
+        logits, maps = pl_module.task.forward(net, precision.convert_input(x.to(pl_module.device)), need_weights=True)
     net.train(was_training)
     return logits.float(), [m if m is None else m.float() for m in maps]
 

@@ -2,7 +2,8 @@
 
 from attnexp.networks.language_model import LanguageModel
 from attnexp.networks.patch_classifier import PatchClassifier
+from attnexp.networks.seq2seq import Seq2Seq
 from attnexp.networks.sequence_classifier import SequenceClassifier
 from attnexp.networks.vit import VisionTransformer
 
-__all__ = ["LanguageModel", "PatchClassifier", "SequenceClassifier", "VisionTransformer"]
+__all__ = ["LanguageModel", "PatchClassifier", "Seq2Seq", "SequenceClassifier", "VisionTransformer"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -17,8 +17,8 @@ MODES = ("min", "max")
 
 
 class Task:
-    """Owns what differs between kinds of task: the loss, the metrics, the metric and mode that pick the
-    best checkpoint (later epochs win ties), and the figures. The training module
+    """Owns what differs between kinds of task: how the network is called, the loss, the metrics, the metric
+    and mode that pick the best checkpoint (later epochs win ties), and the figures. The training module
     (:class:`attnexp.module.TaskModule`) asks it for each.
 
     The base is cross-entropy over the last axis of the logits, every leading axis flattened
@@ -32,6 +32,14 @@ class Task:
         if mode not in MODES:
             raise AttnexpError(f"task.mode={mode!r} is not a direction. Allowed: {', '.join(MODES)}.")
         self.monitor, self.mode = monitor, mode
+
+    def bind(self, datamodule: Any) -> None:
+        """Called with the data module before training or testing; a task that needs the data (a vocabulary, say) keeps it."""
+
+    def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
+        """The network's logits for inputs ``x`` (and, with ``need_weights``, each layer's weights); ``y``, the
+        targets, is for tasks whose network reads them too (teacher forcing)."""
+        return net(x, need_weights=True) if need_weights else net(x)
 
     def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The mean loss, and the logits and targets it was computed on, one row per prediction.  # (N, K), (N,)"""
@@ -47,6 +55,12 @@ class Task:
         """Fresh metrics for one evaluation stage (``val`` or ``test``), each updated with ``(logits, target)`` of
         :meth:`loss`; logged as ``<stage>/<name>`` beside ``<stage>/loss``."""
         return {"acc": MulticlassAccuracy(num_classes, average="micro")}
+
+    def update(self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str) -> None:
+        """Update a stage's metrics with one evaluation batch: ``logits`` and ``target`` as :meth:`loss` returned
+        them; the network and the inputs ``x`` for a task that measures more than the logits (decoded outputs)."""
+        for metric in metrics.values():
+            metric.update(logits, target)
 
     def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:
         """Metrics computed from a stage's mean loss (perplexity, say), logged with it."""

@@ -16,7 +16,8 @@ CASES = [(g, o) for g in ("data", "model", "net", "task", "trainer", "logger", "
 
 def test_groups_are_discovered():
     assert {"dot", "euclid", "masked", "se", "mlp"} <= set(options("model"))
-    assert {"digits", "mnist", "corpus", "text", "mqar", "recall", "selective_copy", "seqops", "listops"} <= set(options("data"))
+    assert {"digits", "mnist", "corpus", "text", "mqar", "recall", "selective_copy", "seqops", "listops", "dates", "pairs",
+            "captions"} <= set(options("data"))
     assert {"default", "cpu", "gpu"} <= set(options("trainer"))
 
 
@@ -30,6 +31,14 @@ def required_overrides(group: str, option: str, tmp_path: Path) -> list[str]:
         return ["data=corpus"]  # the language model is built from text data
     if (group, option) == ("net", "encoder"):
         return ["data=listops"]  # the sequence classifier is built from token sequences with labels
+    if (group, option) == ("net", "seq2seq"):
+        return ["data=dates"]  # the encoder-decoder is built from sequence pairs
+    if (group, option) == ("data", "captions"):
+        return ["data.images=digits"]  # offline
+    if (group, option) == ("data", "pairs"):
+        path = tmp_path / "pairs.tsv"
+        path.write_text("".join(f"hola {i}\thello {i}\n" for i in range(20)), encoding="utf-8")
+        return [f"data.path={path}"]
     return []
 
 
@@ -65,14 +74,16 @@ def test_the_data_sampler_splits_across_ranks_itself(option, tmp_path):
 
 
 @pytest.mark.parametrize("data,net", [("digits", "PatchClassifier"), ("mnist", "PatchClassifier"),
-                                      ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel")])
+                                      ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel"), ("dates", "Seq2Seq"),
+                                      ("captions", "Seq2Seq"), ("pairs", "Seq2Seq")])
 def test_data_picks_its_network(data, net, tmp_path):
     assert compose_cfg([f"data={data}"], tmp_path).net._target_.endswith(net)
     assert compose_cfg([f"data={data}", "net=patch"], tmp_path).net._target_.endswith("PatchClassifier")
 
 
 @pytest.mark.parametrize("data,task,monitor,mode", [("digits", "ImageClassification", "val/acc", "max"),
-                                                    ("corpus", "NextToken", "val/loss", "min")])
+                                                    ("corpus", "NextToken", "val/loss", "min"),
+                                                    ("dates", "Seq2SeqTask", "val/exact", "max")])
 def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task, monitor, mode, tmp_path):
     cfg = compose_cfg([f"data={data}"], tmp_path)
     assert cfg.task._target_.endswith(task)

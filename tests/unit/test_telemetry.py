@@ -38,6 +38,19 @@ def test_causal_rows_are_normalised_by_the_keys_they_may_see():
     assert stats["peaked"] == 0.0 and stats["max_weight"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
 
 
+def test_padded_keys_and_padded_tokens_are_left_out():
+    real = torch.tensor([[True, True, True, True], [True, True, False, False]])  # the second sequence: 2 tokens, 2 of padding
+    mask = real[:, None, None, :]  # (B, 1, 1, L): a key padding mask
+    w = (real[:, None, None, :].float() / real.sum(-1)[:, None, None, None]).expand(2, 1, 4, 4)  # uniform over the real keys
+    scores = torch.zeros(2, 1, 4, 4)
+    scores[1, 0, :, 3] = float("nan")  # scores of padded keys do not count
+    stats = attention_stats(w, scores, causal=False, mask=mask)
+    assert stats["entropy"] == pytest.approx(1.0) and stats["nonfinite"] == 0.0  # each row over log(its real keys)
+    assert stats["self_weight"] == pytest.approx((4 * 0.25 + 2 * 0.5) / 6)  # the padded tokens' own rows left out
+    cross = attention_stats(w[:, :, :3], scores[:, :, :3], causal=False, mask=mask, self_attention=False)
+    assert "self_weight" not in cross and cross["max_weight"] == pytest.approx((3 * 0.25 + 3 * 0.5) / 6)
+
+
 def test_gate_spread_is_zero_for_a_dead_gate():
     assert gate_stats(torch.full((8, 6), 0.6))["gate_std"] == 0.0
     assert gate_stats(torch.rand(8, 6))["gate_std"] > 0.05

@@ -73,7 +73,7 @@ BAD = {
     "whitespace only": (lambda p: write(p, " \n\n\t"), {}, r"is empty \(only whitespace\)"),
     "missing": (lambda p: p / "nope.txt", {}, r"Cannot read data.path=.*nope.txt.*readable UTF-8 text file"),
     "a folder": (lambda p: p, {}, r"Cannot read data.path=.*check the path"),
-    "not UTF-8": (not_utf8, {}, r"is not UTF-8 text: byte 1 is 0xf1.*iconv"),
+    "not UTF-8": (not_utf8, {}, r"is not UTF-8 text: byte 1 \(line 1\) is 0xf1.*iconv"),
     "context too long": (lambda p: write(p, "one two three " * 10), {"context": 5}, r"data.context=5 is longer than the text allows.*30 word tokens.*data.context<=2"),
     "bad level": (lambda p: write(p, "abc " * 50), {"level": "byte"}, r"data.level='byte' is not a tokenisation level. Allowed: word, char"),
 }

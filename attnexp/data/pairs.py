@@ -1,0 +1,74 @@
+"""Sentence pairs from a tab-separated UTF-8 file (``source<TAB>target[<TAB>anything]``), the common format of
+parallel-text downloads."""
+
+from __future__ import annotations
+
+from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
+from attnexp.data.text import read_text, split_fractions
+from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS, check_level, tokenize
+from attnexp.errors import AttnexpError
+
+
+def read_pairs(path: str, level: str) -> list[tuple[list[str], list[str]]]:
+    """The tokens of every source and target, in file order; blank lines are skipped. A line without a tab, or
+    with an empty side, is an :class:`AttnexpError` naming it."""
+    pairs = []
+    for number, line in enumerate(read_text(path, "pairs", "spa-eng.tsv").splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise AttnexpError(
+                f"data.path={path}, line {number}, has no tab: {line[:60]!r}. data=pairs reads one pair per line, "
+                "source<TAB>target (more tab-separated fields are ignored); check that the file is tab-separated, "
+                "not comma- or space-separated."
+            )
+        source, target = tokenize(fields[0].strip(), level), tokenize(fields[1].strip(), level)
+        if not source or not target:
+            side = "source (before the first tab)" if not source else "target (after the first tab)"
+            raise AttnexpError(
+                f"data.path={path}, line {number}, has an empty {side}: {line[:60]!r}. Every pair needs text on both "
+                "sides; remove or fix the line."
+            )
+        pairs.append((source, target))
+    return pairs
+
+
+class PairsDataModule(Seq2SeqDataModule):
+    """Translation of the pairs of a tab-separated file at word level (words and punctuation marks) or
+    character level. The pairs are split by position into train, val and test; the vocabularies come
+    from the training part (later tokens they lack become ``[unk]``) and travel in checkpoints. Sources
+    and targets are as long as the longest in the file.
+    """
+
+    def __init__(self, path: str | None = None, level: str = "word", val_fraction: float = 0.1, test_fraction: float = 0.1,
+                 batch_size: int = 64, eval_batch_size: int = 500) -> None:
+        super().__init__(batch_size, eval_batch_size)
+        check_level(level)
+        self.path, self.level = path, level
+        self.fractions = split_fractions(val_fraction, test_fraction)
+
+    def build(self) -> None:
+        if self.path is None:
+            raise AttnexpError("data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target pair per line).")
+        pairs = read_pairs(self.path, self.level)
+        n = len(pairs)
+        n_train, n_val = int(n * self.fractions[0]), int(n * self.fractions[1])
+        parts = {"train": pairs[:n_train], "val": pairs[n_train : n_train + n_val], "test": pairs[n_train + n_val :]}
+        if not all(parts.values()):
+            need = max(3, int(1 / min(self.fractions)) + 1)
+            raise AttnexpError(
+                f"data.path={self.path} has {n} pairs, too few to split into train / val / test "
+                f"({' / '.join(str(len(p)) for p in parts.values())} with data.val_fraction={self.fractions[1]:g} and "
+                f"data.test_fraction={self.fractions[2]:g}): every part needs at least one pair. Use a file of at least "
+                f"{need} pairs (thousands to learn anything), or larger fractions."
+            )
+        self.src_vocab = self.vocabulary("src_vocab", [t for s, _ in parts["train"] for t in s], self.level, SEQ2SEQ_SPECIALS)
+        self.tgt_vocab = self.vocabulary("tgt_vocab", [t for _, t in parts["train"] for t in t], self.level, SEQ2SEQ_SPECIALS)
+        self.src_len = max(len(s) for s, _ in pairs)
+        self.tgt_len = max(len(t) for _, t in pairs) + 2  # with [bos] and [eos]
+        self.splits = {
+            split: (encode_rows([s for s, _ in parts[split]], self.src_vocab, self.src_len, bos_eos=False),
+                    encode_rows([t for _, t in parts[split]], self.tgt_vocab, self.tgt_len, bos_eos=True))
+            for split in SPLITS
+        }

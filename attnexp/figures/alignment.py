@@ -1,0 +1,63 @@
+"""Figures for sequence-to-sequence tasks: cross-attention alignments, and captions with their attention over the image."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from attnexp.figures.images import WEIGHT_SCALE  # noqa: E402
+
+
+def label(token: str) -> str:
+    return repr(token)[1:-1] if token != " " else "␣"
+
+
+def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: list[Tensor]) -> plt.Figure:
+    """One row per example, one panel per head: the weight each output token (down) puts on each source token
+    (across), on the [0, 1] scale of the colour bar.  # maps[i]: (H, T_i, S_i)"""
+    rows, heads = len(maps), maps[0].shape[0]
+    width = max(len(s) for s in sources)
+    fig, axes = plt.subplots(rows, heads, figsize=(0.6 + heads * (0.9 + 0.17 * width), rows * (0.9 + 0.2 * max(map(len, outputs)))), squeeze=False)
+    for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):
+        for h in range(heads):
+            ax = axes[r, h]
+            shown = ax.imshow(m[h].float(), aspect="auto", interpolation="nearest", **WEIGHT_SCALE)
+            ax.set_xticks(range(len(source)), [label(t) for t in source], fontsize=6)
+            ax.set_yticks(range(len(output)), [label(t) for t in output], fontsize=7)
+            if r == 0:
+                ax.set_title(f"head {h}", fontsize=9)
+    fig.suptitle("cross-attention of the last decoder block: output tokens (down) x source tokens (across)", fontsize=9)
+    fig.tight_layout(rect=(0.0, 0.0, 0.92, 1.0))
+    fig.colorbar(shown, cax=fig.add_axes((0.935, 0.15, 0.012, 0.7)), label="attention weight")
+    return fig
+
+
+def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor]) -> plt.Figure:
+    """One row per image: the image titled with its predicted caption (red when wrong), then per predicted
+    token the last decoder block's cross-attention over the image patches (mean over heads), upsampled to the
+    image as a heat overlay.  # images (N, C, H, W); maps[i]: (H, T_i, S) with S = patches in row-major order"""
+    n, _, height, width = images.shape
+    columns = 1 + max(len(o) for o in outputs)
+    fig, axes = plt.subplots(n, columns, figsize=(columns * 0.9 * width / height + 0.5, n * 1.3), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    for r, (image, output, ok, m) in enumerate(zip(images, outputs, right, maps)):
+        gray = image.mean(0)  # (H, W)
+        gray = (gray - gray.min()) / (gray.max() - gray.min()).clamp_min(1e-6)
+        axes[r, 0].imshow(gray, cmap="gray")
+        words = [t for t in output if not t.startswith("[")]
+        axes[r, 0].set_title(" ".join(words) or "(empty)", fontsize=8, color="black" if ok else "red")
+        side = int(round((m.shape[-1] * height / width) ** 0.5))  # patch rows: the patches are square
+        grid = m.float().mean(0).view(len(output), side, -1)  # (T, rows, columns)
+        heat = F.interpolate(grid[None], size=(height, width), mode="nearest")[0]  # (T, H, W)
+        for c, (token, h) in enumerate(zip(output, heat), start=1):
+            axes[r, c].imshow(gray, cmap="gray")
+            axes[r, c].imshow(h / h.max().clamp_min(1e-9), cmap="inferno", alpha=0.55, vmin=0.0, vmax=1.0)
+            axes[r, c].set_title(token, fontsize=7)
+    fig.suptitle("predicted caption (red: wrong), and each token's attention over the image", fontsize=9)
+    fig.tight_layout()
+    return fig
