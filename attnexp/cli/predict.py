@@ -148,7 +148,7 @@ def predict_next(cfg: DictConfig, net: nn.Module, vocab: Vocabulary) -> str:
 
 def predict_sequence(cfg: DictConfig, net: nn.Module, state: dict[str, Any]) -> str:
     """The best output of a beam search for ``source=`` or ``image=``, and the top alternatives with their probabilities."""
-    from attnexp.data.vocabulary import EOS_ID, PAD_ID, Vocabulary, detokenize
+    from attnexp.data.vocabulary import Vocabulary
     from attnexp.networks.decoding import beam_search
 
     if "src_vocab" in state:
@@ -161,14 +161,9 @@ def predict_sequence(cfg: DictConfig, net: nn.Module, state: dict[str, Any]) -> 
         src, shown = canvas_from_file(str(cfg.image), spec["image_height"], spec["image_width"], state["image"]), str(cfg.image)
     vocab = Vocabulary.from_state(state["tgt_vocab"])
     ids, scores = beam_search(net, src.unsqueeze(0), cfg.beam)
-
-    def text(row: list[int]) -> str:
-        row = row[: row.index(EOS_ID)] if EOS_ID in row else row
-        return detokenize(vocab.decode([i for i in row if i != PAD_ID]), vocab.level)
-
-    outputs = [text(row) for row in ids[0].tolist()]
-    how = "greedy" if cfg.beam == 1 else f"beam search, {cfg.beam} hypotheses"
-    lines = [f"{'source' if 'src_vocab' in state else 'image'}: {shown}", f"output: {outputs[0]}", f"top {min(cfg.top_k, cfg.beam)} ({how}):"]
+    outputs = [vocab.text(row) for row in ids[0].tolist()]
+    how = "greedy" if len(outputs) == 1 else f"beam search, {len(outputs)} hypotheses"
+    lines = [f"{'source' if 'src_vocab' in state else 'image'}: {shown}", f"output: {outputs[0]}", f"top {min(cfg.top_k, len(outputs))} ({how}):"]
     lines += [f"  {p:<9.4g} {o}" for p, o in zip(scores[0].exp().tolist()[: cfg.top_k], outputs)]
     return "\n".join(lines)
 

@@ -123,7 +123,8 @@ def plot(c: Comparison, out: Path) -> None:
         else:
             ax.set_ylim(bottom=0)
         better = {"max": " (higher is better)", "min": " (lower is better)"}.get(mode, "")
-        ax.set(ylabel=metric, title=f"{metric}{better}: mean, 95% CI, seeds as dots\n{about}")
+        ax.set(ylabel=metric)
+        ax.set_title(f"{metric}{better}\nmean, 95% CI, seeds as dots; {about}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / f"{metric.replace('/', '_')}.png", dpi=120)

@@ -92,7 +92,7 @@ class CaptionsDataModule(Seq2SeqDataModule):
             y[:, 0], y[:, 1 : self.max_digits + 1] = BOS_ID, torch.where(digits >= 0, digits + first_word, PAD_ID)
             self.splits[split] = (x, y.scatter_(1, count + 1, EOS_ID))
         std, mean = torch.std_mean(self.splits["train"][0])
-        self.stats = {"mean": float(mean), "std": float(std), "scale": SCALE[self.images]}
+        self.stats = {"mean": float(mean), "std": float(std)}
         for x, _ in self.splits.values():
             x.sub_(mean).div_(std.clamp_min(1e-6))
 

@@ -3,6 +3,8 @@ parallel-text downloads."""
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
 from attnexp.data.text import read_text, split_fractions
 from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS, check_level, tokenize
@@ -13,7 +15,8 @@ def read_pairs(path: str, level: str) -> list[tuple[list[str], list[str]]]:
     """The tokens of every source and target, in file order; blank lines are skipped. A line without a tab, or
     with an empty side, is an :class:`AttnexpError` naming it."""
     pairs = []
-    for number, line in enumerate(read_text(path, "pairs", "spa-eng.tsv").splitlines(), start=1):
+    for number, line in enumerate(read_text(path, "pairs", "spa-eng.tsv").split("\n"), start=1):
+        line = line.removesuffix("\r")  # lines end at newlines only: other line breaks may stand inside a sentence
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -48,15 +51,18 @@ class PairsDataModule(Seq2SeqDataModule):
         self.path, self.level = path, level
         self.fractions = split_fractions(val_fraction, test_fraction)
 
+    def split(self, pairs: Sequence[Any]) -> dict[str, Sequence[Any]]:
+        """Train, val and test parts by position."""
+        n_train, n_val = int(len(pairs) * self.fractions[0]), int(len(pairs) * self.fractions[1])
+        return {"train": pairs[:n_train], "val": pairs[n_train : n_train + n_val], "test": pairs[n_train + n_val :]}
+
     def build(self) -> None:
         if self.path is None:
             raise AttnexpError("data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target pair per line).")
         pairs = read_pairs(self.path, self.level)
-        n = len(pairs)
-        n_train, n_val = int(n * self.fractions[0]), int(n * self.fractions[1])
-        parts = {"train": pairs[:n_train], "val": pairs[n_train : n_train + n_val], "test": pairs[n_train + n_val :]}
+        parts = self.split(pairs)
         if not all(parts.values()):
-            need = max(3, int(1 / min(self.fractions)) + 1)
+            n, need = len(pairs), next(m for m in range(3, 10**9) if all(self.split(range(m)).values()))
             raise AttnexpError(
                 f"data.path={self.path} has {n} pairs, too few to split into train / val / test "
                 f"({' / '.join(str(len(p)) for p in parts.values())} with data.val_fraction={self.fractions[1]:g} and "

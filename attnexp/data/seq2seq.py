@@ -10,6 +10,7 @@ from torch import Tensor
 
 from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from attnexp.errors import AttnexpError
 from attnexp.rules import check
 
 SPLITS = ("train", "val", "test")
@@ -80,6 +81,18 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
         return {**state, "src_vocab": self.src_vocab.state_dict()} if self.src_vocab else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state and not self.splits:
+        """Before the data is built, its vocabularies come from the checkpoint; after, they must be the checkpoint's."""
+        if not state:
+            return
+        if not self.splits:
             self.restored = state
+            return
+        found = self.state_dict()
+        changed = [key for key in ("spec", "src_vocab", "tgt_vocab") if state.get(key) != found.get(key)]
+        if changed:
+            raise AttnexpError(
+                f"The data no longer matches the checkpoint: its {', '.join(changed)} differ from what the checkpoint was "
+                "trained with (a changed data file or data setting). Resume or test with the data and settings of the "
+                "training run, or start a new run."
+            )
 

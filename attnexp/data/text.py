@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,10 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
+        at = err.start + (len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0)  # the error counts after a BOM
+        line = raw[:at].count(b"\n") + 1
         raise AttnexpError(
-            f"data.path={path} is not UTF-8 text: byte {err.start} (line {line}) is 0x{raw[err.start]:02x}, which UTF-8 "
+            f"data.path={path} is not UTF-8 text: byte {at} (line {line}) is 0x{raw[at]:02x}, which UTF-8 "
             f"does not allow there. data={data} reads UTF-8 only; convert the file first, e.g. "
             f"`iconv -f latin1 -t utf-8 {path} > {file.stem}.utf8{file.suffix}`, and point data.path at the result."
         ) from err

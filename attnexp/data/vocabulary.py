@@ -16,7 +16,7 @@ SEQ2SEQ_SPECIALS = (PAD, BOS, EOS, UNK)  # the first ids of every sequence-to-se
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 LEVELS = ("word", "char")
 # Special tokens, words (with inner apostrophes: "don't"), or single punctuation marks.
-WORD_PATTERN = re.compile(r"\[(?:unk|bos|eos|pad)\]|\w+(?:'\w+)*|[^\w\s]")
+WORD_PATTERN = re.compile(r"\[(?:unk|bos|eos)\]|\w+(?:'\w+)*|[^\w\s]")
 
 
 def check_level(level: str) -> None:
@@ -71,6 +71,12 @@ class Vocabulary:
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.tokens[i] for i in ids]
+
+    def text(self, ids: Iterable[int]) -> str:
+        """A decoded output as text: the tokens up to its first ``[eos]``, ``[pad]`` left out."""
+        ids = list(ids)
+        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+        return detokenize(self.decode([i for i in ids if i != PAD_ID]), self.level)
 
     def state_dict(self) -> dict[str, Any]:
         return {"vocab": self.tokens, "level": self.level}

@@ -36,21 +36,24 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     return fig
 
 
-def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor]) -> plt.Figure:
+def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None) -> plt.Figure:
     """One row per image: the image titled with its predicted caption (red when wrong), then per predicted
     token the last decoder block's cross-attention over the image patches (mean over heads), upsampled to the
-    image as a heat overlay.  # images (N, C, H, W); maps[i]: (H, T_i, S) with S = patches in row-major order"""
+    image as a heat overlay (none without ``maps``).  # images (N, C, H, W); maps[i]: (H, T_i, S), S patches in row-major order"""
     n, _, height, width = images.shape
-    columns = 1 + max(len(o) for o in outputs)
+    columns = 1 + (max(len(o) for o in outputs) if maps is not None else 0)
     fig, axes = plt.subplots(n, columns, figsize=(columns * 0.9 * width / height + 0.5, n * 1.3), squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
-    for r, (image, output, ok, m) in enumerate(zip(images, outputs, right, maps)):
+    for r, (image, output, ok) in enumerate(zip(images, outputs, right)):
         gray = image.mean(0)  # (H, W)
         gray = (gray - gray.min()) / (gray.max() - gray.min()).clamp_min(1e-6)
         axes[r, 0].imshow(gray, cmap="gray")
         words = [t for t in output if not t.startswith("[")]
         axes[r, 0].set_title(" ".join(words) or "(empty)", fontsize=8, color="black" if ok else "red")
+        if maps is None:
+            continue
+        m = maps[r]
         side = int(round((m.shape[-1] * height / width) ** 0.5))  # patch rows: the patches are square
         grid = m.float().mean(0).view(len(output), side, -1)  # (T, rows, columns)
         heat = F.interpolate(grid[None], size=(height, width), mode="nearest")[0]  # (T, H, W)
@@ -58,6 +61,6 @@ def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], 
             axes[r, c].imshow(gray, cmap="gray")
             axes[r, c].imshow(h / h.max().clamp_min(1e-9), cmap="inferno", alpha=0.55, vmin=0.0, vmax=1.0)
             axes[r, c].set_title(token, fontsize=7)
-    fig.suptitle("predicted caption (red: wrong), and each token's attention over the image", fontsize=9)
+    fig.suptitle("predicted caption (red: wrong)" + (", and each token's attention over the image" if maps is not None else ""), fontsize=9)
     fig.tight_layout()
     return fig

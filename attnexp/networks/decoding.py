@@ -43,9 +43,10 @@ def greedy(net: nn.Module, src: Tensor, max_tokens: int | None = None, real: Ten
 def beam_search(net: nn.Module, src: Tensor, beam: int, max_tokens: int | None = None, real: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The ``beam`` most likely outputs of every source, best first: ids (B, K, T) without ``[bos]`` and their
     log-probabilities (B, K), the sum over their tokens up to ``[eos]`` (no length penalty). A finished
-    hypothesis keeps its score; beam size 1 is greedy decoding."""
+    hypothesis keeps its score; beam size 1 is greedy decoding. K is ``beam``, or the number of tokens that
+    can follow (all but ``[pad]`` and ``[bos]``) where that is smaller."""
     memory, mask, _ = net.encode(src, real)
-    b, k = len(memory), beam
+    b, k = len(memory), min(beam, net.num_classes - 2)
     memory = memory.repeat_interleave(k, 0)  # (B*K, S, C)
     mask = None if mask is None else mask.repeat_interleave(k, 0)
     seqs = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=memory.device)  # (B*K, 1)

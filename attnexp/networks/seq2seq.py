@@ -136,11 +136,14 @@ class Seq2Seq(nn.Module):
         return self.head(self.norm(h)).masked_fill(self.never, float("-inf")), maps
 
     def forward(
-        self, src: Tensor, tgt: Tensor, need_weights: bool = False, real: Tensor | None = None
+        self, src: Tensor, tgt: Tensor | None = None, need_weights: bool = False, real: Tensor | None = None
     ) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Teacher-forced logits (B, T, V) for sources and target inputs (B, T) (``[bos]`` first); with
         ``need_weights`` also every mixer's weights in module order (encoder blocks, then each decoder block's
         self- and cross-attention)."""
+        if tgt is None:
+            raise AttnexpError("net=seq2seq reads the targets too (teacher forcing): use it with task=seq2seq or task=translation, "
+                               "which the data=dates, pairs and captions configs pick; drop the task= override.")
         memory, mask, enc_maps = self.encode(src, real, need_weights)
         logits, dec_maps = self.decode(tgt, memory, mask, need_weights)
         return (logits, enc_maps + dec_maps) if need_weights else logits

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnexp.data.synthetic import NO_TARGET
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, detokenize
+from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from attnexp.errors import AttnexpError
 from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.rules import check
@@ -44,7 +44,8 @@ class Seq2SeqTask(Task):
     data's vocabulary: an out-of-vocabulary reference word counts as ``[unk]``). ``beam`` > 1 decodes the
     test split by beam search instead. Best checkpoint by ``val/exact``. Figures: the last decoder block's
     cross-attention per head (target tokens x source tokens) for ``num_examples`` validation examples, or
-    for images the caption (red where wrong) and, per word, its attention over the image as a heat overlay.
+    for images the caption (red where wrong) and, per word, its attention over the image as a heat overlay
+    (``se`` has no attention to draw: its captions alone).
     """
 
     def __init__(self, monitor: str = "val/exact", mode: str = "max", text_metric: str = "cer", beam: int = 1, num_examples: int = 4) -> None:
@@ -57,6 +58,9 @@ class Seq2SeqTask(Task):
         self.vocab: Any = None  # the target vocabulary, from the data module (bind)
 
     def bind(self, datamodule: Any) -> None:
+        if getattr(datamodule, "tgt_vocab", None) is None:
+            raise AttnexpError(f"task=seq2seq needs sequence pairs with a target vocabulary, and {type(datamodule).__name__} "
+                               "has none: use it with data=dates, pairs or captions (they pick it), or drop the task= override.")
         self.vocab = datamodule.tgt_vocab
 
     def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
@@ -87,11 +91,7 @@ class Seq2SeqTask(Task):
 
     def texts(self, ids: Tensor) -> list[str]:
         """Each row of ids as text, up to its ``[eos]``."""
-        rows = []
-        for row in ids.tolist():
-            row = row[: row.index(EOS_ID)] if EOS_ID in row else row
-            rows.append(detokenize(self.vocab.decode([i for i in row if i != PAD_ID]), self.vocab.level))
-        return rows
+        return [self.vocab.text(row) for row in ids.tolist()]
 
     def update(self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str) -> None:
         metrics["acc"].update(logits, target)
@@ -107,14 +107,14 @@ class Seq2SeqTask(Task):
         x, y = next(iter(datamodule.val_dataloader()))
         x, y = x[: self.num_examples], y[: self.num_examples]
         logits, maps = forward(x)
-        cross = maps[-1]  # the last decoder block's cross-attention  # (N, H, T, S); se: gates (N, C)
-        if cross is None or cross.dim() != 4:
-            return {}
         pred = trim(logits.argmax(-1).cpu())  # (N, T): the greedy output
-        words = [self.vocab.decode(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row) for row in pred.tolist()]
-        cross = [c[:, : len(w)].cpu() for c, w in zip(cross, words)]  # (H, T_i, S)
+        words = [self.vocab.decode(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row) for row in pred.tolist()]  # [eos] kept
+        cross = maps[-1] if maps[-1] is not None and maps[-1].dim() == 4 else None  # the last decoder block's; se: gates (N, C)
+        cross = None if cross is None else [c[:, : len(w)].cpu() for c, w in zip(cross, words)]  # (H, T_i, S)
         if hasattr(datamodule, "as_images"):
             right = same_sequences(pred, y[:, 1:]).tolist()
             return {"figures/captions": caption_figure(datamodule.as_images(x).float(), words, right, cross)}
+        if cross is None:
+            return {}
         sources = [datamodule.source_tokens(row) for row in x]
         return {"figures/cross_attention": alignment_figure(sources, words, [c[..., : len(s)] for c, s in zip(cross, sources)])}

@@ -25,10 +25,10 @@ def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
     events = read_events(run)
     assert "figures/cross_attention" in events.images and "val/exact" in events.scalars
 
-    proc = run_predict(run, 'source="martes 3 de marzo de 2021"', "beam=3", "top_k=3")
+    proc = run_predict(run, 'source="miércoles 3 de marzo de 2021"', "beam=3", "top_k=3")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert lines[0] == "source: 'martes 3 de marzo de 2021'" and lines[1].startswith("output: ")
+    assert lines[0] == "source: 'miércoles 3 de marzo de 2021'" and lines[1].startswith("output: ")
     assert lines[2] == "top 3 (beam search, 3 hypotheses):" and lines[3].endswith(lines[1].removeprefix("output:"))
     probs = [float(line.split()[0]) for line in lines[3:6]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
@@ -38,7 +38,7 @@ def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
 
 def test_pairs_run_scores_bleu(cli, tmp_path):
     numbers = ["cero", "uno", "dos", "tres", "cuatro"], ["zero", "one", "two", "three", "four"]
-    lines = [f"{numbers[0][i % 5]} {numbers[0][(i // 5) % 5]}\t{numbers[1][i % 5]} {numbers[1][(i // 5) % 5]} .\t#{i}" for i in range(60)]
+    lines = [f"{numbers[0][i % 5]} {numbers[0][(i // 5) % 5]}\tit is {numbers[1][i % 5]} {numbers[1][(i // 5) % 5]} .\t#{i}" for i in range(60)]
     path = tmp_path / "es-en.tsv"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     root, _ = cli("data=pairs", f"data.path={path}", *SMALL, env=ONE_THREAD)

@@ -33,7 +33,7 @@ def required_overrides(group: str, option: str, tmp_path: Path) -> list[str]:
         return ["data=listops"]  # the sequence classifier is built from token sequences with labels
     if (group, option) == ("net", "seq2seq"):
         return ["data=dates"]  # the encoder-decoder is built from sequence pairs
-    if (group, option) == ("data", "captions"):
+    if option == "captions":  # the data option and the experiment
         return ["data.images=digits"]  # offline
     if (group, option) == ("data", "pairs"):
         path = tmp_path / "pairs.tsv"

@@ -88,12 +88,33 @@ def test_pairs_split_by_position_with_vocabularies_from_train(tmp_path):
     ("hola\thello\n\t bye\n", r"line 2, has an empty source \(before the first tab\)"),
     ("hola\thello\nadios\t \n", r"line 2, has an empty target \(after the first tab\)"),
     (b"hola\thello\nadi\xf3s\tbye\n", r"not UTF-8 text: byte 14 \(line 2\) is 0xf3.*iconv.*> pairs.utf8.tsv"),
-    ("hola\thello\nadios\tbye\n", r"has 2 pairs, too few to split into train / val / test \(1 / 0 / 1.*at least 11 pairs"),
+    ("hola\thello\nadios\tbye\n", r"has 2 pairs, too few to split into train / val / test \(1 / 0 / 1.*at least 10 pairs"),
     ("\n\n", r"is empty \(only whitespace\)"),
 ])
 def test_bad_pairs_files_are_explained(tmp_path, text, message):
     with pytest.raises(AttnexpError, match=message):
         PairsDataModule(write(tmp_path, text)).setup()
+
+
+def test_pairs_lines_end_at_newlines_only_and_a_bom_is_counted(tmp_path):
+    dm = PairsDataModule(write(tmp_path, "".join(f"uno\u2028{i}\tone {i}\r\n" for i in range(10))))
+    assert dm.spec["src_len"] == 2 and sum(len(x) for x, _ in dm.splits.values()) == 10  # "uno", "7": a line separator
+    assert dm.tgt_vocab.tokens[4] == "one" and "\r" not in dm.tgt_vocab.ids  # inside a sentence is no line break
+    with pytest.raises(AttnexpError, match=r"byte 5 \(line 1\) is 0xff"):
+        PairsDataModule(write(tmp_path, b"\xef\xbb\xbfab\xff\tc\n", "bom.tsv")).setup()
+
+
+def test_a_changed_data_file_does_not_match_its_checkpoint(tmp_path):
+    path = write(tmp_path, "".join(f"uno {i}\tone {i}\n" for i in range(20)))
+    dm = PairsDataModule(path)
+    dm.setup()
+    state = dm.state_dict()
+    dm.load_state_dict(state)  # the same data: fine
+    write(tmp_path, "".join(f"dos {i}\ttwo {i}\n" for i in range(20)))
+    changed = PairsDataModule(path)
+    changed.setup()
+    with pytest.raises(AttnexpError, match=r"no longer matches the checkpoint: its src_vocab, tgt_vocab differ"):
+        changed.load_state_dict(state)
 
 
 def test_pairs_need_a_path(tmp_path):

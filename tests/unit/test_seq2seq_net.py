@@ -203,3 +203,37 @@ def test_task_loss_skips_padding_and_exact_match_needs_every_token():
     ref = target[:, 1:]
     assert same_sequences(torch.tensor([[5, 6, EOS_ID], [7, EOS_ID, PAD_ID]]), ref).tolist() == [True, True]
     assert same_sequences(torch.tensor([[5, 6, 6, EOS_ID], [7, 8, EOS_ID, PAD_ID]]), ref).tolist() == [False, False]
+
+
+@pytest.mark.parametrize("text_metric", ["cer", "bleu"])
+def test_decoded_metrics_score_right_and_wrong_outputs(text_metric):
+    from types import SimpleNamespace
+
+    from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS, Vocabulary
+
+    vocab = Vocabulary([*SEQ2SEQ_SPECIALS, "the", "cat", "sat", "on", "mat", "."], "word")
+    task = Seq2SeqTask(text_metric=text_metric)
+    task.bind(SimpleNamespace(tgt_vocab=vocab))
+    target = torch.tensor([[BOS_ID, 4, 5, 6, 7, 4, 8, 9, EOS_ID]])  # [bos] the cat sat on the mat . [eos]
+    _, _, scored = task.loss(torch.zeros(1, 8, 10), target)
+
+    def scores(output: list[int]) -> dict[str, float]:
+        metrics = task.metrics(10, "val")
+        decoded = torch.tensor([output])
+        logits = torch.nn.functional.one_hot(torch.cat([decoded, torch.full((1, 8 - decoded.shape[1]), PAD_ID)], 1), 10).float()
+        task.decode = lambda net, x, beam=1: decoded  # the network's output, without a network
+        task.update(metrics, logits, scored, None, torch.zeros(1, 1), "val")
+        return {name: float(metric.compute()) for name, metric in metrics.items()}
+
+    right = scores([4, 5, 6, 7, 4, 8, 9, EOS_ID])
+    assert right["exact"] == 1.0 and right["acc"] == 1.0 and right[text_metric] == (1.0 if text_metric == "bleu" else 0.0)
+    wrong = scores([4, 5, 6, 7, 4, 4, 9, EOS_ID])  # one word wrong
+    assert wrong["exact"] == 0.0 and wrong["acc"] == pytest.approx(7 / 8)
+    assert (0 < wrong["bleu"] < 1) if text_metric == "bleu" else wrong["cer"] == pytest.approx(3 / len("the cat sat on the mat ."))
+
+
+def test_mismatched_task_and_network_are_explained():
+    with pytest.raises(AttnexpError, match=r"task=seq2seq needs sequence pairs.*data=dates, pairs or captions"):
+        Seq2SeqTask().bind(object())
+    with pytest.raises(AttnexpError, match=r"net=seq2seq reads the targets too.*task=seq2seq"):
+        build("dot")(torch.zeros(1, 3, dtype=torch.long))
