@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from attnexp.cli.chance import at_chance, best_acc, chance
 from attnexp.cli.run_folders import Run, find_runs
 from attnexp.cli.stats import Difference, Spread, difference, spread, verdict
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)
-CHANCE_FACTOR = 1.5  # a run whose best validation accuracy is at most this many times chance learnt nothing
 PARAMS_TOLERANCE = 0.10  # compared configurations whose parameter counts differ by more are flagged
 
 
@@ -57,7 +57,7 @@ class Row:
         bad = [r for r in self.runs if not r.ok]
         if not bad:
             return "ok"
-        return "; ".join(f"seed {r.seed} {r.metrics.get('status', '?')}" + (f": {first_line(r.metrics['error'])}" if r.metrics.get("error") else "") for r in bad)
+        return "; ".join(f"seed {r.seed} {r.metrics.get('status', '?')}" + (f": {r.metrics['error'].splitlines()[0][:120]}" if r.metrics.get("error") else "") for r in bad)
 
 
 @dataclass
@@ -82,10 +82,6 @@ class Comparison:
     def epochs(self) -> str:
         found = sorted({r.metrics["epochs"] for r in self.runs if "epochs" in r.metrics})
         return "-".join(map(str, found[:: max(1, len(found) - 1)])) if found else "?"
-
-
-def first_line(text: str) -> str:
-    return text.splitlines()[0][:120] if text else ""
 
 
 def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = ()) -> Comparison:
@@ -210,22 +206,6 @@ def warnings(rows: list[Row], base: Row | None) -> list[str]:
                 found.append(f"{row.config} seed {run.seed} stayed at chance: best val/acc {best_acc(run):.4f}, chance "
                              f"{chance(run):.4f}; it learnt nothing (learning rate, epochs?).")
     return found
-
-
-def chance(run: Run) -> float:
-    """The accuracy of guessing: what the run's data says (generated tasks), else 1 / classes; nan if unknown."""
-    classes = run.metrics.get("classes")
-    return float(run.metrics.get("chance") or (1 / classes if classes else math.nan))
-
-
-def best_acc(run: Run) -> float:
-    acc = run.metrics.get("val/acc_best", run.metrics.get("val/acc"))
-    return float(acc) if isinstance(acc, (int, float)) else math.nan
-
-
-def at_chance(run: Run) -> bool:
-    """Whether the run's best validation accuracy is at most ``CHANCE_FACTOR`` times chance: it learnt nothing."""
-    return best_acc(run) <= CHANCE_FACTOR * chance(run)
 
 
 def seed_order(seed: str) -> tuple[int, str]:

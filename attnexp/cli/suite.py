@@ -8,7 +8,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from attnexp.cli.compare import Comparison, at_chance, seed_order
+from attnexp.cli.chance import at_chance
+from attnexp.cli.compare import Comparison, seed_order
 from attnexp.cli.run_folders import Run
 from attnexp.cli.stats import Spread, spread
 
