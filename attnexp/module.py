@@ -33,8 +33,8 @@ class TaskModule(pl.LightningModule):
     Training statistics are summed on the device and logged once per epoch, so
     a training step never waits on the host; ``log_every_n_steps > 0`` adds
     step-level ``train/loss_step`` for users who ask for it. Validation and test
-    use torchmetrics. A non-finite loss is noted on the device and checked every
-    ``divergence_check_every`` steps (one host sync each time): training then
+    use torchmetrics. The losses are kept and checked every ``divergence_check_every``
+    batches (one host sync each time): when one is NaN or infinite, training then
     stops with :class:`DivergedError` naming the first bad step, before the
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
     resumed run continues exactly as an uninterrupted one would.
@@ -82,8 +82,7 @@ class TaskModule(pl.LightningModule):
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
         self.train_count = 0  # targets this epoch (tokens for a language model): an int, or a tensor for a task that skips some
         self.train_samples = 0  # inputs this epoch (sequences, images)
-        self.register_buffer("first_bad_step", torch.tensor(-1), persistent=False)
-        self.unchecked_steps = 0  # batches trained on since the last divergence check
+        self.unchecked: list[tuple[int, Tensor]] = []  # (step, loss) of the batches since the last divergence check
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
         self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
 
@@ -141,16 +140,15 @@ class TaskModule(pl.LightningModule):
         loss, logits, y = self._step(batch)
         count = self.task.count(y)  # an int, or a tensor where the task scores some targets only
         with torch.no_grad():  # small ops, no host sync
+            detached = loss.detach()
             if isinstance(count, Tensor):
-                self.train_loss_sum.add_(loss.detach() * count)
+                self.train_loss_sum.add_(detached * count)
             else:
-                self.train_loss_sum.add_(loss.detach(), alpha=count)
+                self.train_loss_sum.add_(detached, alpha=count)
             self.train_correct.add_((logits.argmax(-1) == y).sum())
-            bad = ~torch.isfinite(loss.detach()) & (self.first_bad_step < 0)
-            self.first_bad_step.copy_(torch.where(bad, self.global_step, self.first_bad_step))
+        self.unchecked.append((self.global_step, detached))  # looked at by the next divergence check
         self.train_count += count
         self.train_samples += len(batch[0])
-        self.unchecked_steps += 1
         self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
         if last or (batch_idx + 1) % self.accumulate_grad_batches == 0:
             if self.log_every_n_steps and self.global_step % self.log_every_n_steps == 0:
@@ -178,13 +176,18 @@ class TaskModule(pl.LightningModule):
             scheduler.step(self.val_loss_this_epoch)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.unchecked_steps >= self.divergence_check_every:
+        if len(self.unchecked) >= self.divergence_check_every:
             self._check_finite()
 
     def _check_finite(self) -> None:
-        self.unchecked_steps = 0
-        step = int(self.first_bad_step)
-        if step >= 0:
+        """Raise :class:`DivergedError` naming the first step since the last check whose loss was not finite."""
+        if not self.unchecked:
+            return
+        steps, losses = zip(*self.unchecked)
+        self.unchecked = []
+        bad = (~torch.isfinite(torch.stack(losses))).nonzero()  # one host sync
+        if len(bad):
+            step = steps[int(bad[0])]
             kept = ("checkpoints/last.ckpt still holds the last good epoch" if self.current_epoch > 0
                     else "no epoch had finished, so no checkpoint was written")
             raise DivergedError(

@@ -1,20 +1,21 @@
 """Euclid attention for small score matrices: one autograd function with a hand-written backward pass.
 
 At the sizes of the patch models (16 to 64 tokens) a training step is bound by the number of
-kernels, not by arithmetic: the explicit formula records about 20 element-wise operations in
-autograd's graph forward and 30 backward. Here the forward pass runs without a graph, in place
-where it can, with the squared norms and the scale folded into the q.k matmul (``baddbmm``), and saves the
-softmax ``p`` and ``w``, twice the derivative of the score by the squared distance; the backward pass is
-the gradients below, ten kernels. Same formula as :func:`attnexp.attention.distance.score`, with the
-gradient 0 where a distance is 0 (a key equal to its query); the numbers differ from the explicit
-path's by rounding, and below a squared distance of ``TINY`` (1e-30), where the explicit path's
-gradient is already 0 and this one is not yet.
+kernels and passes over the (L, L) scores, not by arithmetic: the explicit formula records about 20
+element-wise operations in autograd's graph forward and 30 backward. Here the forward pass runs
+without a graph and in place where it can: the scale and the keys' squared norms go into the q.k
+matmul (``baddbmm``), then the distance, the score ``z`` and the softmax ``p``; it saves ``p`` and
+``w = z^2 / distance``, the derivative of the score by the squared distance up to the constant factor
+``-scale^2 / 2``, which the backward pass folds into its last two matmuls. Same formula as
+:func:`attnexp.attention.distance.score`, with the gradient 0 where a distance is 0 (a key equal to its
+query); the numbers differ from the explicit path's by rounding, and below a squared distance of
+``TINY`` (1e-30), where the explicit path's gradient is already 0 and this one is not yet.
 
-Gradients (squared distance ||q||^2 + ||k||^2 - 2 q.k, so its derivative by q is 2 (q - k))::
+Gradients (scaled squared distance ``x = scale^2 (||q||^2 + ||k||^2 - 2 q.k)``, ``distance = sqrt(x)``,
+``z = 1 / (distance + eps)``, so ``dz/dx = -z^2 / (2 distance)`` and ``dx/dq = 2 scale^2 (q - k)``)::
 
-    w  = -scale * z^2 / distance          twice dz/d(squared distance); 0 at distance 0
-    g  = p * (dp - rowsum(p * dp)) * w    the softmax backward times w: twice dLoss/d(squared distance)
-    dq = rowsum(g) * q - g k        dk = colsum(g) * k - g^T q        dv = p^T dout
+    g  = p * (dp - rowsum(p * dp)) * w        the softmax backward times w
+    dq = -scale^2 (rowsum(g) * q - g k)     dk = -scale^2 (colsum(g) * k - g^T q)     dv = p^T dout
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class SmallEuclidAttention(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
         *lead, lq, _ = q.shape
         q3, k3, v3 = _flat(q), _flat(k), _flat(v)  # (N, L, D)
-        q_sq, k_sq = torch.linalg.vecdot(q3, q3).unsqueeze(-1), torch.linalg.vecdot(k3, k3).unsqueeze(-2)  # (N, Lq, 1), (N, 1, Lk)
-        squared = torch.baddbmm(q_sq + k_sq, q3, k3.transpose(1, 2), beta=scale**2, alpha=-2.0 * scale**2)  # scaled: (N, Lq, Lk)
-        distance = squared.clamp_min_(0.0).sqrt_()  # distance * scale
+        s2 = scale * scale
+        q_sq = torch.linalg.vecdot(q3, q3).mul_(s2).unsqueeze(-1)  # (N, Lq, 1)
+        k_sq = torch.linalg.vecdot(k3, k3).unsqueeze(-2)  # (N, 1, Lk)
+        x = torch.baddbmm(k_sq, q3, k3.transpose(1, 2), beta=s2, alpha=-2.0 * s2).add_(q_sq)  # (N, Lq, Lk)
+        distance = x.clamp_min_(0.0).sqrt_()  # scale * ||q - k||
         z = (distance + eps).reciprocal_()
         if mask is None:
             p = z.softmax(-1)
@@ -46,11 +49,11 @@ class SmallEuclidAttention(torch.autograd.Function):
             allowed = _flat(mask.expand(*lead, lq, k.shape[-2]))
             p = z.masked_fill(~allowed, float("-inf")).softmax(-1).masked_fill_(~allowed.any(-1, keepdim=True), 0.0)
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            w = torch.addcdiv(z.new_zeros(()), z.square_(), distance, value=-scale**2)  # see the module docstring
-            ctx.save_for_backward(q3, k3, v3, p, w.nan_to_num_(neginf=0.0))  # -inf at distance 0: there the gradient is 0
+            w = z.square_().div_(distance).nan_to_num_(posinf=0.0)  # inf at distance 0: there the gradient is 0
+            ctx.save_for_backward(q3, k3, v3, p, w)
         else:
             ctx.save_for_backward(None, None, v3, p, None)
-        ctx.shape = (*lead, lq, v.shape[-1])
+        ctx.shape, ctx.s2 = (*lead, lq, v.shape[-1]), s2
         return torch.bmm(p, v3).view(ctx.shape)  # (B, H, Lq, D)
 
     @staticmethod
@@ -63,8 +66,9 @@ class SmallEuclidAttention(torch.autograd.Function):
             if q is None:
                 return None, None, dv, None, None, None
             g = torch._softmax_backward_data(torch.bmm(dout, v.transpose(1, 2)), p, -1, p.dtype).mul_(w)
-            dq = torch.baddbmm(q * g.sum(-1, keepdim=True), g, k, alpha=-1.0)
-            dk = torch.baddbmm(k * g.sum(1).unsqueeze(-1), g.transpose(1, 2), q, alpha=-1.0)
+            s2 = ctx.s2
+            dq = torch.baddbmm(q * g.sum(-1, keepdim=True), g, k, beta=-s2, alpha=s2)
+            dk = torch.baddbmm(k * g.sum(1).unsqueeze(-1), g.transpose(1, 2), q, beta=-s2, alpha=s2)
         return dq.view(ctx.shape[:-1] + q.shape[-1:]), dk.view(dv.shape[:-1] + k.shape[-1:]), dv, None, None, None
 
 
