@@ -10,16 +10,13 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
+from attnexp.divergence import DivergedError, LossWatch
 from attnexp.rules import check
 from attnexp.tasks import Task
 
 
 # training_step takes the loader's iterator on purpose; Lightning warns that this is experimental and batch_idx approximate.
 warnings.filterwarnings("ignore", message=r".*`dataloader_iter`", module="pytorch_lightning")
-
-
-class DivergedError(RuntimeError):
-    """The training loss became NaN or infinite."""
 
 
 class TaskModule(pl.LightningModule):
@@ -72,7 +69,6 @@ class TaskModule(pl.LightningModule):
             net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.log_every_n_steps = log_every_n_steps
-        self.divergence_check_every = max(1, divergence_check_every)
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes, "val"))
         self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes, "test"))
@@ -82,7 +78,7 @@ class TaskModule(pl.LightningModule):
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
         self.train_count = 0  # targets this epoch (tokens for a language model): an int, or a tensor for a task that skips some
         self.train_samples = 0  # inputs this epoch (sequences, images)
-        self.unchecked: list[tuple[int, Tensor]] = []  # (step, loss) of the batches since the last divergence check
+        self.losses = LossWatch(divergence_check_every)  # the divergence check
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
         self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
 
@@ -140,13 +136,12 @@ class TaskModule(pl.LightningModule):
         loss, logits, y = self._step(batch)
         count = self.task.count(y)  # an int, or a tensor where the task scores some targets only
         with torch.no_grad():  # small ops, no host sync
-            detached = loss.detach()
             if isinstance(count, Tensor):
-                self.train_loss_sum.add_(detached * count)
+                self.train_loss_sum.add_(loss.detach() * count)
             else:
-                self.train_loss_sum.add_(detached, alpha=count)
+                self.train_loss_sum.add_(loss.detach(), alpha=count)
             self.train_correct.add_((logits.argmax(-1) == y).sum())
-        self.unchecked.append((self.global_step, detached))  # looked at by the next divergence check
+        self.losses.note(self.global_step, loss)
         self.train_count += count
         self.train_samples += len(batch[0])
         self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
@@ -176,26 +171,8 @@ class TaskModule(pl.LightningModule):
             scheduler.step(self.val_loss_this_epoch)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if len(self.unchecked) >= self.divergence_check_every:
-            self._check_finite()
-
-    def _check_finite(self) -> None:
-        """Raise :class:`DivergedError` naming the first step since the last check whose loss was not finite."""
-        if not self.unchecked:
-            return
-        steps, losses = zip(*self.unchecked)
-        self.unchecked = []
-        bad = (~torch.isfinite(torch.stack(losses))).nonzero()  # one host sync
-        if len(bad):
-            step = steps[int(bad[0])]
-            kept = ("checkpoints/last.ckpt still holds the last good epoch" if self.current_epoch > 0
-                    else "no epoch had finished, so no checkpoint was written")
-            raise DivergedError(
-                f"The training loss became NaN or infinite at step {step} (epoch {self.current_epoch}). "
-                f"Training stopped; {kept}. Usual causes: "
-                "a learning rate that is too high (module.optimizer.lr), or 16-bit precision overflow "
-                "(try trainer.precision=32-true or bf16-mixed); module.gradient_clip_val=1.0 also helps."
-            )
+        if self.losses.due:
+            self.losses.check(self.current_epoch)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = {"torch": torch.get_rng_state()}
@@ -210,7 +187,7 @@ class TaskModule(pl.LightningModule):
             torch.cuda.set_rng_state_all(states["cuda"])
 
     def on_train_epoch_end(self) -> None:
-        self._check_finite()
+        self.losses.check(self.current_epoch)
         n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
         values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}

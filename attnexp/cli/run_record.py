@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 from attnexp.cli import record
 from attnexp.cli.run_folders import hydra_files
 from attnexp.errors import explain
-from attnexp.module import DivergedError
+from attnexp.divergence import DivergedError
 
 
 def best_score(trainer: pl.Trainer) -> dict[str, float]:
