@@ -24,8 +24,9 @@ class EuclidAttention(MultiHeadAttention):
     the distance is exactly zero the score is 1/eps and the gradient is kept
     finite, so a key identical to the query takes (almost) all the weight.
     Paths, all giving the explicit formula's numbers up to rounding (see :func:`euclid_path`):
-    for small score matrices one autograd function with its own backward pass
-    (:mod:`attnexp.attention.euclid_small`); for large ones FlexAttention on GPU or the
+    for small score matrices one autograd function with its own backward pass (on a CPU the
+    compiled kernel of :mod:`attnexp.attention.euclid_native`, else
+    :mod:`attnexp.attention.euclid_small`); for large ones FlexAttention on GPU or the
     tiled kernel (:mod:`attnexp.attention.euclid_tiled`); the explicit formula whenever
     the weights are requested or attention dropout is on.
     """

@@ -1,6 +1,8 @@
 """Euclid attention for small score matrices: one autograd function with a hand-written backward pass.
 
-At the sizes of the patch models (16 to 64 tokens) a training step is bound by the number of
+On a CPU the compiled kernel of :mod:`attnexp.attention.euclid_native` computes the same maths where it
+could be built; this torch version runs elsewhere (GPU, no C compiler). At the sizes of the patch models
+(16 to 64 tokens) a training step is bound by the number of
 kernels and passes over the (L, L) scores, not by arithmetic: the explicit formula records about 20
 element-wise operations in autograd's graph forward and 30 backward. Here the forward pass runs
 without a graph and in place where it can: the scale and the keys' squared norms go into the q.k
@@ -8,8 +10,7 @@ matmul (``baddbmm``), then the distance, the score ``z`` and the softmax ``p``; 
 ``w = z^2 / distance``, the derivative of the score by the squared distance up to the constant factor
 ``-scale^2 / 2``, which the backward pass folds into its last two matmuls. Same formula as
 :func:`attnexp.attention.distance.score`, with the gradient 0 where a distance is 0 (a key equal to its
-query); the numbers differ from the explicit path's by rounding, and below a squared distance of
-``TINY`` (1e-30), where the explicit path's gradient is already 0 and this one is not yet.
+query); the numbers differ from the explicit path's by rounding.
 
 Gradients (scaled squared distance ``x = scale^2 (||q||^2 + ||k||^2 - 2 q.k)``, ``distance = sqrt(x)``,
 ``z = 1 / (distance + eps)``, so ``dz/dx = -z^2 / (2 distance)`` and ``dx/dq = 2 scale^2 (q - k)``)::
@@ -23,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from attnexp.attention.euclid_native import native_euclid_attention
 
 
 def _flat(t: Tensor) -> Tensor:
@@ -73,7 +76,10 @@ class SmallEuclidAttention(torch.autograd.Function):
 
 
 def small_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
-    """Euclid attention through :class:`SmallEuclidAttention`, computed in float32.  # (B, H, Lq, D)"""
-    with torch.autocast(q.device.type, enabled=False):
-        out = SmallEuclidAttention.apply(q.float(), k.float(), v.float(), mask, scale, eps)
+    """Euclid attention computed in float32: by the compiled kernel on a CPU where it could be built
+    (:mod:`attnexp.attention.euclid_native`), else by :class:`SmallEuclidAttention`.  # (B, H, Lq, D)"""
+    out = native_euclid_attention(q, k, v, mask, scale, eps) if q.device.type == "cpu" else None
+    if out is None:
+        with torch.autocast(q.device.type, enabled=False):
+            out = SmallEuclidAttention.apply(q.float(), k.float(), v.float(), mask, scale, eps)
     return out.to(v.dtype)

@@ -235,11 +235,13 @@ def test_euclid_scores_stay_float32_under_autocast():
     assert weights[:, :, 3, 3].float().min() > 0.99  # the identical key takes the weight
 
 
-def test_compiled_network_calls_the_tiled_kernel_as_is():
-    """Under torch.compile the tiled path runs as it does eagerly (its tiles are compiled already)."""
+@pytest.mark.parametrize("length", [16, 256], ids=["small", "tiled"])
+def test_compiled_network_runs_euclid_paths_as_is(length):
+    """Under torch.compile the small path (on a CPU the kernel's ctypes calls, run between the compiled
+    graphs) and the tiled path (its tiles are compiled already) give the eager numbers."""
     torch.manual_seed(8)
     attn = EuclidAttention(16, heads=2)
-    x = torch.randn(1, 256, 16, requires_grad=True)
+    x = torch.randn(1, length, 16, requires_grad=True)
     eager, _ = attn(x)
     compiled, _ = torch.compile(attn)(x)
     assert_same(compiled, eager, (x, *attn.parameters()), atol=1e-6)
