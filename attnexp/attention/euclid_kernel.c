@@ -91,7 +91,7 @@ static void pad_rows(const float *a, int64_t rows, int64_t cols, int64_t stride,
     }
 }
 
-/* a (rows, cols) -> (cols, stride) with zeros after each of its rows' rows */
+/* a (rows, cols) -> its transpose (cols, stride), each row zero after its first `rows` values */
 static void pad_transpose(const float *a, int64_t rows, int64_t cols, int64_t stride, float *out) {
     for (int64_t c = 0; c < cols; c++) {
         for (int64_t r = 0; r < rows; r++) out[c * stride + r] = a[r * cols + c];
@@ -203,10 +203,10 @@ static int forward_head(const struct job *job, int64_t n) {
    finite), the score's derivative by the squared distance up to -scale^2 / 2. mask (N, Lq, Lk) or NULL:
    nonzero = may attend; a query that may attend to nothing gets p = 0 and out = 0. */
 int euclid_forward(int64_t N, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *q, const float *k,
-                    const float *v, const uint8_t *mask, float scale, float eps, float *out, float *p, float *w,
-                    int threads) {
+                   const float *v, const uint8_t *mask, float scale, float eps, float *out, float *p, float *w,
+                   int threads) {
     return run(forward_head, (struct job){.Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv, .q = q, .k = k, .v = v, .mask = mask,
-                     .scale = scale, .eps = eps, .out = out, .p = p, .w = w}, N, threads);
+                                          .scale = scale, .eps = eps, .out = out, .p = p, .w = w}, N, threads);
 }
 
 static int backward_head(const struct job *job, int64_t n) {
@@ -251,8 +251,10 @@ static int backward_head(const struct job *job, int64_t n) {
 /* Gradients of the forward pass's out, from p and w it saved. With G = p * (dout v^T - rowsum(p * dout v^T)) * w:
    dq = scale^2 (G k - rowsum(G) q), dk = scale^2 (G^T q - colsum(G) k), dv = p^T dout. */
 int euclid_backward(int64_t N, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *q, const float *k,
-                     const float *v, const float *p, const float *w, const float *dout, float scale, float *dq,
-                     float *dk, float *dv, int threads) {
+                    const float *v, const float *p, const float *w, const float *dout, float scale, float *dq,
+                    float *dk, float *dv, int threads) {
+    /* p and w are only read here; the job's fields are shared with the forward pass, which writes them */
     return run(backward_head, (struct job){.Lq = Lq, .Lk = Lk, .D = D, .Dv = Dv, .q = q, .k = k, .v = v, .dout = dout,
-                     .scale = scale, .p = (float *)p, .w = (float *)w, .dq = dq, .dk = dk, .dv = dv}, N, threads);
+                                           .scale = scale, .p = (float *)p, .w = (float *)w, .dq = dq, .dk = dk, .dv = dv},
+               N, threads);
 }
