@@ -127,3 +127,15 @@ def wait_for_epochs(cwd, proc, epochs: int, timeout: float = 120) -> dict:
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.02)
     raise AssertionError("the run did not reach the wanted epoch in time")
+
+
+def assert_prepare_data_leaves_reading_to_setup(dm, monkeypatch) -> None:
+    """Lightning calls prepare_data before setup: with the files in place it reads nothing, and setup reads
+    each split once (``dm._read(train)``)."""
+    reads = []
+    read = dm._read
+    monkeypatch.setattr(dm, "_read", lambda train: reads.append(train) or read(train))
+    dm.prepare_data()
+    assert reads == []
+    dm.setup()
+    assert reads == [True, False]

@@ -51,7 +51,10 @@ class MNISTDataModule(ImageDataModule):
         self.download = download
 
     def prepare_data(self) -> None:
-        self._read(train=True)
+        """Download the files where one is missing (or explain what is missing); reading them is :meth:`setup`'s."""
+        raw = Path(self.root).resolve() / "MNIST" / "raw"
+        if not all((raw / name).is_file() for name in IDX_FILES):
+            self._read(train=True)
 
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         train, test = self._read(train=True), self._read(train=False)

@@ -9,6 +9,7 @@ import torch
 from attnexp.data import CIFAR10DataModule
 from attnexp.errors import AttnexpError
 from cifar10_files import random_cifar10
+from helpers import assert_prepare_data_leaves_reading_to_setup
 
 
 def test_reads_the_batch_files_as_uint8_and_splits(tmp_path):
@@ -61,9 +62,17 @@ def test_files_that_are_not_the_official_ones_are_named(tmp_path):
         CIFAR10DataModule(root=str(tmp_path), download=False).setup()
 
 
-def test_missing_cifar_says_where_it_looked(tmp_path):
+@pytest.mark.parametrize("step", ["prepare_data", "setup"])
+def test_missing_cifar_says_where_it_looked(tmp_path, step):
     random_cifar10(tmp_path, n_train=100, n_test=20)
     (tmp_path / "cifar-10-batches-py" / "test_batch").unlink()
+    dm = CIFAR10DataModule(root=str(tmp_path), download=False, verify_checksums=False)
     with pytest.raises(AttnexpError, match="missing: test_batch;.*ATTNEXP_DATA_DIR") as err:
-        CIFAR10DataModule(root=str(tmp_path), download=False, verify_checksums=False).setup()
+        getattr(dm, step)()
     assert str(tmp_path / "cifar-10-batches-py") in str(err.value)
+
+
+def test_prepare_data_leaves_batches_that_are_there_to_setup(tmp_path, monkeypatch):
+    random_cifar10(tmp_path, n_train=100, n_test=20)
+    dm = CIFAR10DataModule(root=str(tmp_path), val_size=10, download=False, verify_checksums=False)
+    assert_prepare_data_leaves_reading_to_setup(dm, monkeypatch)

@@ -8,7 +8,7 @@ import torch
 from attnexp.data import MNISTDataModule, patchify
 from attnexp.data.image_datamodule import unpatchify
 from attnexp.errors import AttnexpError
-from helpers import fake_mnist
+from helpers import assert_prepare_data_leaves_reading_to_setup, fake_mnist
 
 
 def test_mnist_reads_idx_files_and_cuts_patches(tmp_path):
@@ -41,11 +41,18 @@ def test_patch_size_must_divide_image():
         MNISTDataModule(root="unused", patch_size=5)
 
 
-def test_missing_mnist_says_where_it_looked(tmp_path):
+@pytest.mark.parametrize("step", ["prepare_data", "setup"])
+def test_missing_mnist_says_where_it_looked(tmp_path, step):
     dm = MNISTDataModule(root=str(tmp_path), patch_size=7, download=False)
     with pytest.raises(AttnexpError, match="ATTNEXP_DATA_DIR") as err:
-        dm.setup()
+        getattr(dm, step)()
     assert str(tmp_path / "MNIST" / "raw") in str(err.value)
+
+
+def test_prepare_data_leaves_files_that_are_there_to_setup(tmp_path, monkeypatch):
+    fake_mnist(tmp_path)
+    dm = MNISTDataModule(root=str(tmp_path), patch_size=7, val_size=20, download=False)
+    assert_prepare_data_leaves_reading_to_setup(dm, monkeypatch)
 
 
 def test_sampler_splits_epochs_across_ranks(monkeypatch):
