@@ -10,7 +10,8 @@ matmul (``baddbmm``), then the distance, the score ``z`` and the softmax ``p``; 
 ``w = z^2 / distance``, the derivative of the score by the squared distance up to the constant factor
 ``-scale^2 / 2``, which the backward pass folds into its last two matmuls. Same formula as
 :func:`attnexp.attention.distance.score`, with the gradient 0 where a distance is 0 (a key equal to its
-query); the numbers differ from the explicit path's by rounding.
+query); the numbers differ from the explicit path's by rounding, and below a squared distance of
+``TINY`` (1e-30), where the explicit path's gradient is already 0 and this one is not yet.
 
 Gradients (scaled squared distance ``x = scale^2 (||q||^2 + ||k||^2 - 2 q.k)``, ``distance = sqrt(x)``,
 ``z = 1 / (distance + eps)``, so ``dz/dx = -z^2 / (2 distance)`` and ``dx/dq = 2 scale^2 (q - k)``)::
