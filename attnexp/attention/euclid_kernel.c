@@ -170,15 +170,16 @@ static int forward_head(const struct job *job, int64_t n) {
     matmul(qn, D, 1, kt, Lp, D, Lq, Lp, Z, Lp); /* q.k, (Lq, Lp) */
     for (int64_t i = 0; i < Lq; i++) {
         const uint8_t *allowed = mask ? mask + (n * Lq + i) * Lk : NULL;
-        float *z = Z + i * Lp, *pp = P + i * Lp, *wi = w + (n * Lq + i) * Lk;
+        float *z = Z + i * Lp, *pp = P + i * Lp, *wi = w ? w + (n * Lq + i) * Lk : NULL;
         const float q_sq = dot_of(qp + i * Dp, qp + i * Dp, Dp);
         for (int64_t j = 0; j < Lk; j++) {
             float x = s2 * (q_sq + k_sq[j] - 2.0f * z[j]);
             float distance = sqrtf(x < 0.0f ? 0.0f : x); /* NaN stays NaN */
-            float zj = 1.0f / (distance + eps);
-            float g = zj * zj / distance;
-            wi[j] = g < INFINITY ? g : 0.0f; /* inf at distance 0 (and NaN): there the gradient is 0 */
-            z[j] = zj;
+            z[j] = 1.0f / (distance + eps);
+            if (wi) {
+                float g = z[j] * z[j] / distance;
+                wi[j] = g < INFINITY ? g : 0.0f; /* inf at distance 0 (and NaN): there the gradient is 0 */
+            }
         }
         if (allowed)
             for (int64_t j = 0; j < Lk; j++) z[j] = allowed[j] ? z[j] : -INFINITY;
@@ -200,7 +201,7 @@ static int forward_head(const struct job *job, int64_t n) {
 }
 
 /* out (N, Lq, Dv), p (N, Lq, Lk) the attention weights, w (N, Lq, Lk) = z^2 / distance (0 where that is not
-   finite), the score's derivative by the squared distance up to -scale^2 / 2. mask (N, Lq, Lk) or NULL:
+   finite), the score's derivative by the squared distance up to -scale^2 / 2, or NULL without a backward. mask (N, Lq, Lk) or NULL:
    nonzero = may attend; a query that may attend to nothing gets p = 0 and out = 0. */
 int euclid_forward(int64_t N, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, const float *q, const float *k,
                    const float *v, const uint8_t *mask, float scale, float eps, float *out, float *p, float *w,

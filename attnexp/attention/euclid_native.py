@@ -124,7 +124,9 @@ class NativeEuclidAttention(torch.autograd.Function):
         q3, k3, v3 = _flat(q), _flat(k), _flat(v)  # (N, L, D)
         allowed = None if mask is None else _flat(mask.expand(*lead, lq, lk)).view(torch.uint8)  # (N, Lq, Lk)
         n = q3.shape[0]
-        out, p, w = q3.new_empty(n, lq, dv), q3.new_empty(n, lq, lk), q3.new_empty(n, lq, lk)
+        needs_w = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]  # as the torch path: w only for dq and dk
+        out, p = q3.new_empty(n, lq, dv), q3.new_empty(n, lq, lk)
+        w = q3.new_empty(n, lq, lk) if needs_w else None
         _check(library().euclid_forward(n, lq, lk, d, dv, *map(_address, (q3, k3, v3, allowed)), scale, eps,
                                         *map(_address, (out, p, w)), torch.get_num_threads()))
         ctx.save_for_backward(q3, k3, v3, p, w)
@@ -135,6 +137,7 @@ class NativeEuclidAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout: Tensor):
         q3, k3, v3, p, w = ctx.saved_tensors
+        w = torch.zeros_like(p) if w is None else w  # only v asked for a gradient: dq and dk come out 0, unused
         (n, lq, d), (lk, dv) = q3.shape, v3.shape[-2:]
         dout = _flat(dout.float())  # (N, Lq, D)
         dq, dk, dvalues = torch.empty_like(q3), torch.empty_like(k3), torch.empty_like(v3)

@@ -4,10 +4,9 @@ On a CPU the compiled kernel of :mod:`attnexp.attention.euclid_native` computes 
 could be built; this torch version runs elsewhere (GPU, no C compiler). At the sizes of the patch
 models (16 to 64 tokens) a training step is bound by the number of kernels and passes over the (L, L)
 scores, not by arithmetic: the explicit formula records about 20 element-wise operations in
-autograd's graph forward and 30 backward. Here the forward pass runs
-without a graph and in place where it can: the scale and the keys' squared norms go into the q.k
-matmul (``baddbmm``), then the distance, the score ``z`` and the softmax ``p``; it saves ``p`` and
-``w = z^2 / distance``, the derivative of the score by the squared distance up to the constant factor
+autograd's graph forward and 30 backward. Here the forward pass runs without a graph and in place
+where it can: the scale and the keys' squared norms go into the q.k matmul (``baddbmm``), then the
+distance, the score ``z`` and the softmax ``p``; it saves ``p`` and ``w = z^2 / distance``, the derivative of the score by the squared distance up to the constant factor
 ``-scale^2 / 2``, which the backward pass folds into its last two matmuls. Same formula as
 :func:`attnexp.attention.distance.score`, with the gradient 0 where a distance is 0 (a key equal to its
 query); the numbers differ from the explicit path's by rounding, and below a squared distance of

@@ -80,6 +80,21 @@ def test_kernel_gives_the_same_bits_on_any_number_of_threads():
         assert torch.equal(one, three)
 
 
+def test_evaluation_and_a_gradient_for_v_alone_match_training():
+    """Without grad (evaluation) the kernel skips the score's derivative: same output bits; with only v asking
+    for a gradient, v's is the one training gives."""
+    q, k, v = inputs(2, 2, 16, 16, 8)
+    grad = torch.randn(2, 2, 16, 8)
+    out = NativeEuclidAttention.apply(q, k, v, None, 0.3, 1e-9)
+    dv = torch.autograd.grad(out, v, grad)[0]
+    with torch.no_grad():
+        assert torch.equal(NativeEuclidAttention.apply(q, k, v, None, 0.3, 1e-9), out)
+    q, k = q.detach(), k.detach()
+    only_v = NativeEuclidAttention.apply(q, k, v, None, 0.3, 1e-9)
+    assert torch.equal(only_v, out)
+    assert torch.equal(torch.autograd.grad(only_v, v, grad)[0], dv)
+
+
 def test_nan_spreads_as_in_the_torch_path():
     """A NaN query poisons its own row; a NaN key every row that sees it: the divergence check sees the NaN loss."""
     q, k, v = (t.detach() for t in inputs(1, 1, 6, 6, 4))
