@@ -26,7 +26,6 @@ def _positive_int(allowed: str = "a positive integer") -> Rule:
 # argument name -> rule, whichever constructor (model, net, data) takes an argument of that name
 RULES: dict[str, Rule] = {
     "heads": _positive_int("a positive integer that divides the token width"),
-    "eps": Rule(float, lambda v: v > 0, "a positive number such as 1e-9 (the euclid score is 1/(distance + eps))", "1e-9"),
     "dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1)", "0.1"),
     "reduction": _positive_int("a positive integer (the se bottleneck is width / reduction units)"),
     "depth": _positive_int(),

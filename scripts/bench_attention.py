@@ -1,15 +1,11 @@
 """Attention-kernel benchmark: time and peak memory of every variant's kernel against L.
 
-Batch 8, 8 heads, head dim 64, float32. Variants (the kernels the modules run):
-``sdpa`` (dot: ``F.scaled_dot_product_attention``), ``masked`` (causal SDPA), ``dot explicit``
-(the naive softmax(q.k) v), ``euclid`` (the module's automatic path), ``euclid tiled`` (tiles
-of queries with a hand-written backward, element-wise work fused by torch.compile; O(L) memory),
-``euclid explicit`` (the expansion formula, eager),
-``euclid cdist`` (the naive formula with torch.cdist), ``euclid flex`` (FlexAttention,
-compiled; forward only on CPU). Variants alternate within each L; times are medians, ratios
-are against ``sdpa`` in the same run. Peak memory is the growth of the process's peak RSS
-during one call (peak reset through /proc/self/clear_refs, freed heap pages released first with
-glibc's malloc_trim), measured after all timings; Linux/glibc only.
+Batch 8, 8 heads, head dim 64, float32. Mixers' paths: ``sdpa`` (dot: ``F.scaled_dot_product_attention``),
+``masked`` (causal SDPA), ``dot explicit`` (softmax(q.k) v through autograd), ``euclid`` (``model.path=auto``: the
+fused autograd function, tiled from 256 x 256 scores on, O(tile) memory), ``euclid explicit`` (the formula through
+autograd), ``euclid flex`` (FlexAttention, compiled: GPUs only), ``l2`` and ``cosine`` (their SDPA paths). They
+alternate within each L; times are medians, ratios are against ``sdpa`` in the same run. Peak memory is the growth
+of the peak resident set during one call, each measured in a fresh process (Linux: /proc/self/status).
 
     PYTHONPATH=. python scripts/bench_attention.py --lengths 64 256 1024 2048 4096 --plot bench_attention.png
 """
@@ -17,85 +13,82 @@ glibc's malloc_trim), measured after all timings; Linux/glibc only.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
 import torch
 
-from attnexp.attention import DotAttention, EuclidAttention, MultiHeadAttention
-from attnexp.attention.cosine import CosineAttention
-from attnexp.attention.l2 import L2Attention
-from attnexp.attention.euclid_tiled import tiled_euclid_attention
-from attnexp.attention.distance import euclid_score
-from attnexp.attention.euclid import flex_euclid_attention
-from attnexp.attention.multihead import softmax_attention
+from attnexp.mixers import CosineAttention, DotAttention, EuclidAttention, L2Attention
 
 B, H, D, EPS = 8, 8, 64, 1e-9
-SCALE = D**-0.5
-LIBC = ctypes.CDLL("libc.so.6")
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
-# Peak float32 (B, H, L, L) buffers a variant holds at once in forward+backward (measured at L=1024), for --max-gb.
-SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "euclid flex": 0, "euclid tiled": 0, "euclid": 0, "dot explicit": 3, "euclid explicit": 8, "euclid cdist": 6,
-                  "l2": 0, "cosine": 0}
+# Peak float32 (B, H, L, L) buffers a path holds at once in forward+backward, for --max-gb.
+SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "dot explicit": 3, "euclid": 0, "euclid explicit": 8, "euclid flex": 0, "l2": 0, "cosine": 0}
 
 
 def variants() -> dict[str, Kernel]:
-    dot, masked, euclid = DotAttention(B * D, heads=H), DotAttention(B * D, heads=H, causal=True), EuclidAttention(B * D, heads=H, eps=EPS)
-    l2, cosine = L2Attention(B * D, heads=H), CosineAttention(B * D, heads=H)  # cosine: learned temperature
-    return {
-        "sdpa": lambda q, k, v: dot.attend(q, k, v, None, False)[0],
-        "masked": lambda q, k, v: masked.attend(q, k, v, None, False)[0],
-        "dot explicit": lambda q, k, v: MultiHeadAttention.attend(dot, q, k, v, None, False)[0],
-        "euclid": lambda q, k, v: euclid.attend(q, k, v, None, False)[0],
-        "euclid tiled": lambda q, k, v: tiled_euclid_attention(q, k, v, None, SCALE, EPS),
-        "euclid explicit": lambda q, k, v: softmax_attention(euclid_score(q, k, SCALE, EPS), v, None)[0],
-        "euclid cdist": lambda q, k, v: (1.0 / (torch.cdist(q, k) * SCALE + EPS)).softmax(-1) @ v,
-        "euclid flex": lambda q, k, v: flex_euclid_attention(*flex_inputs(q, k, v), None, SCALE, EPS, compiled=True),
-        "l2": lambda q, k, v: l2.attend(q, k, v, None, False)[0],
-        "cosine": lambda q, k, v: cosine.attend(q, k, v, None, False)[0],
-    }
-
-
-def flex_inputs(*tensors: torch.Tensor) -> list[torch.Tensor]:
-    """FlexAttention refuses CPU inputs that require grad, even under no_grad."""
-    return [t if t.is_cuda else t.detach() for t in tensors]
-
-
-def forward_only(name: str) -> bool:
-    """FlexAttention has no backward on CPU in current torch."""
-    return name == "euclid flex" and not torch.cuda.is_available()
+    """Each path as a function of (B, H, L, D) q, k, v, on the GPU when there is one."""
+    width = H * D
+    mixers = {"sdpa": DotAttention(width, heads=H), "masked": DotAttention(width, heads=H, causal=True),
+              "dot explicit": DotAttention(width, heads=H, path="explicit"), "euclid": EuclidAttention(width, heads=H, eps=EPS),
+              "euclid explicit": EuclidAttention(width, heads=H, eps=EPS, path="explicit"),
+              "l2": L2Attention(width, heads=H), "cosine": CosineAttention(width, heads=H)}  # cosine: learned temperature
+    if torch.cuda.is_available():
+        mixers["euclid flex"] = EuclidAttention(width, heads=H, eps=EPS, path="flex")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return {name: (lambda m: lambda q, k, v: m.attend(q, k, v, None, False)[0])(m.to(device)) for name, m in mixers.items()}
 
 
 def inputs(length: int) -> tuple[torch.Tensor, ...]:
     """q, k, v (B, H, L, D) requiring grad, and the output gradient used for the backward pass."""
     torch.manual_seed(0)
-    return (*(torch.randn(B, H, length, D, requires_grad=True) for _ in range(3)), torch.randn(B, H, length, D))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return (*(torch.randn(B, H, length, D, device=device, requires_grad=True) for _ in range(3)), torch.randn(B, H, length, D, device=device))
 
 
 def run(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, backward: bool) -> float:
     """Seconds for one forward (no grad) or forward+backward call (the gradients of q, k, v)."""
+    if q.is_cuda:
+        torch.cuda.synchronize()
     started = time.perf_counter()
     if backward:
         torch.autograd.grad(kernel(q, k, v), (q, k, v), dout)
     else:
         with torch.no_grad():
             kernel(q, k, v)
+    if q.is_cuda:
+        torch.cuda.synchronize()
     return time.perf_counter() - started
 
 
-def peak_mb(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, backward: bool) -> float:
-    """Growth of the peak resident set during one call, in MB (Linux: VmHWM reset by clear_refs)."""
-    gc.collect()
-    LIBC.malloc_trim(0)  # freed heap pages leave the resident set, so reusing them counts again
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+def peak_mb(name: str, length: int, backward: bool) -> float:
+    """Growth of the peak memory during one call of ``name`` at ``length``, in MB, measured in a fresh process (freed
+    pages of earlier calls would otherwise be reused unseen): the GPU's peak allocation, or on a CPU the peak
+    resident set (Linux's VmHWM) over the resident set before the call."""
+    code = (f"import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; print(json.dumps(one_peak({name!r}, "
+            f"{length}, {backward})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))})
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def one_peak(name: str, length: int, backward: bool) -> float:
+    """:func:`peak_mb` inside its fresh process."""
+    torch.set_num_threads(1)
+    kernel, qkvd = variants()[name], inputs(length)
+    if qkvd[0].is_cuda:
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        run(kernel, *qkvd, backward=backward)
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
     before = vm_kb("VmRSS")
-    run(kernel, q, k, v, dout, backward)
+    run(kernel, *qkvd, backward=backward)
     return (vm_kb("VmHWM") - before) / 1024
 
 
@@ -120,25 +113,21 @@ def main() -> None:
         qkvd = inputs(length)
         fits = {n: SQUARE_BUFFERS[n] * B * H * length**2 * 4 / 1e9 <= args.max_gb for n in kernels}
         live = [n for n in kernels if fits[n]]
-        for name in live:  # warm-up: compiles the tiled and flex kernels for this shape
+        for name in live:  # warm-up (flex compiles its kernel for this shape)
             run(kernels[name], *qkvd, backward=False)
-            if not forward_only(name):
-                run(kernels[name], *qkvd, backward=True)
+            run(kernels[name], *qkvd, backward=True)
         times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd+bwd": []} for n in live}
         for _ in range(args.repeats):
             for name in live:
                 times[name]["fwd"].append(run(kernels[name], *qkvd, backward=False))
-                if not forward_only(name):
-                    times[name]["fwd+bwd"].append(run(kernels[name], *qkvd, backward=True))
+                times[name]["fwd+bwd"].append(run(kernels[name], *qkvd, backward=True))
         for name in kernels:
             rows[name, length] = {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
     for length in args.lengths:
-        qkvd = inputs(length)
         for name, row in ((n, rows[n, length]) for n in kernels):
             if row:
-                row["peak fwd MB"] = peak_mb(kernels[name], *qkvd, backward=False)
-                if not forward_only(name):
-                    row["peak fwd+bwd MB"] = peak_mb(kernels[name], *qkvd, backward=True)
+                row["peak fwd MB"] = peak_mb(name, length, backward=False)
+                row["peak fwd+bwd MB"] = peak_mb(name, length, backward=True)
         report_length(length, kernels, rows)
     load = os.getloadavg()
     print(f"\nbench_attention: B={B} H={H} D={D} float32, {args.threads} thread(s), median of {args.repeats}; "
@@ -154,9 +143,9 @@ def report_length(length: int, kernels: dict[str, Kernel], rows: dict) -> None:
         if not r:
             print(f"{name:<17}{'skipped: too large for --max-gb':>63}")
             continue
-        fb = r.get("fwd+bwd")
-        fb_cols = f"{fb * 1e3:>12.1f}{fb / base['fwd+bwd']:>8.2f}" if fb else f"{'n/a (CPU)':>12}{'':>8}"
-        print(f"{name:<17}{r['fwd'] * 1e3:>9.1f}{r['fwd'] / base['fwd']:>8.2f}{fb_cols}{r['peak fwd MB']:>13.0f}{r.get('peak fwd+bwd MB', float('nan')):>13.0f}")
+        fb = r["fwd+bwd"]
+        print(f"{name:<17}{r['fwd'] * 1e3:>9.1f}{r['fwd'] / base['fwd']:>8.2f}{fb * 1e3:>12.1f}{fb / base['fwd+bwd']:>8.2f}"
+              f"{r['peak fwd MB']:>13.0f}{r['peak fwd+bwd MB']:>13.0f}")
 
 
 def plot(path: str, lengths: list[int], kernels: dict[str, Kernel], rows: dict) -> None:
@@ -169,11 +158,9 @@ def plot(path: str, lengths: list[int], kernels: dict[str, Kernel], rows: dict) 
     for name in kernels:
         for ax, key, scale in ((axes[0], "fwd", 1e3), (axes[1], "fwd+bwd", 1e3), (axes[2], "peak fwd+bwd MB", 1)):
             points = [(n, rows[name, n][key] * scale) for n in lengths if key in rows[name, n]]
-            if key == "peak fwd+bwd MB" and forward_only(name):
-                points = [(n, rows[name, n]["peak fwd MB"]) for n in lengths if rows[name, n]]
             if points:
                 ax.plot([n for n, _ in points], [max(y, 1.0) for _, y in points], marker="o", label=name)
-    for ax, title in zip(axes, ("forward ms", "forward+backward ms", "peak memory MB (flex: forward)")):
+    for ax, title in zip(axes, ("forward ms", "forward+backward ms", "peak memory MB, forward+backward")):
         ax.set(xscale="log", yscale="log", xlabel="sequence length L", title=title)
         ax.set_xticks(lengths, [str(n) for n in lengths])
     axes[0].legend(fontsize=8)

@@ -21,7 +21,7 @@ import pytorch_lightning  # noqa: F401  (sets PYTORCH_NVML_BASED_CUDA_CHECK=1, a
 import torch
 import torch.nn.functional as F
 
-from attnexp.attention import DotAttention
+from attnexp.mixers import DotAttention
 from attnexp.networks import PatchClassifier
 
 

@@ -4,9 +4,9 @@ The model of ``net=patch`` (one attention layer, ReLU, linear head) on batches o
 tokens: L=16 tokens of 49 values (MNIST's 7x7 patches) and L=64 tokens of 16 (32x32 images cut
 into 4x4 patches). A step is forward, cross-entropy, backward and a fused Adam step, no Lightning.
 Variants take turns step by step; a round's time is a variant's median step in that round, and the
-ratio is the median over rounds of the variant's time over dot's in the same round. ``euclid`` runs the compiled
-CPU kernel (:mod:`attnexp.attention.euclid_native`), ``euclid torch`` the same maths in torch operations (the path
-where no C compiler is found), ``euclid explicit`` the explicit formula (the path used when the weights are asked for).
+ratio is the median over rounds of the variant's time over dot's in the same round. ``euclid`` runs its default
+path (``model.path=auto``: the fused autograd function on a CPU), ``euclid explicit`` the formula through autograd
+(``model.path=explicit``, the path used when the weights are asked for).
 
     PYTHONPATH=. python scripts/bench_step.py
 """
@@ -23,35 +23,16 @@ from typing import Callable
 import torch
 from torch import nn
 
-from attnexp.attention import DotAttention, EuclidAttention, MultiHeadAttention
-from attnexp.attention.cosine import CosineAttention
-from attnexp.attention.euclid_small import SmallEuclidAttention
-from attnexp.attention.l2 import L2Attention
-from attnexp.attention.mixers import SqueezeExcitation
+from attnexp.mixers import CosineAttention, DotAttention, EuclidAttention, L2Attention, SqueezeExcitation
 from attnexp.networks import PatchClassifier
 
 SHAPES = {16: (28, 7), 64: (32, 4)}  # tokens -> (image size, patch size)
 
 
-class ExplicitEuclid(EuclidAttention):
-    """Euclid on the explicit formula whatever the size."""
-
-    def attend(self, q, k, v, mask, need_weights):
-        return MultiHeadAttention.attend(self, q, k, v, mask, need_weights)
-
-
-class TorchPathEuclid(EuclidAttention):
-    """Euclid's small path on torch operations: what runs where the CPU kernel cannot be built."""
-
-    def attend(self, q, k, v, mask, need_weights):
-        return SmallEuclidAttention.apply(q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps), None
-
-
 MIXERS: dict[str, Callable[..., nn.Module]] = {
     "dot": partial(DotAttention, heads=1),
     "euclid": partial(EuclidAttention, heads=1),
-    "euclid torch": partial(TorchPathEuclid, heads=1),
-    "euclid explicit": partial(ExplicitEuclid, heads=1),
+    "euclid explicit": partial(EuclidAttention, heads=1, path="explicit"),
     "masked": partial(DotAttention, heads=1, causal=True),
     "l2": partial(L2Attention, heads=1),
     "cosine": partial(CosineAttention, heads=1),

@@ -22,9 +22,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from attnexp.cli import record
+from attnexp.runs import metrics_file
 from attnexp.cli.train import CONFIG_DIR, train
-from attnexp.telemetry import AttentionTelemetry
+from attnexp.callbacks.telemetry import AttentionTelemetry
 
 
 class TimedTelemetry(AttentionTelemetry):
@@ -48,7 +48,7 @@ def fit(overrides: list[str], telemetry: bool, out: Path) -> float:
         cfg.callbacks.telemetry = {"_target_": "__main__.TimedTelemetry"} if telemetry else None
     HydraConfig.instance().set_config(cfg)
     train(cfg)
-    return record.read(out)["seconds_per_epoch"]
+    return metrics_file.read(out)["seconds_per_epoch"]
 
 
 def main() -> None:

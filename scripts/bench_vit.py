@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from attnexp.attention import DotAttention
+from attnexp.mixers import DotAttention
 from attnexp.data import BatchAugment, CIFAR10DataModule
 from attnexp.data.cifar10 import CIFAR10FilesOnly
 from attnexp.module import TaskModule

@@ -1,41 +1,20 @@
-"""Shared fixtures: run the CLI in a temp dir, compose configs."""
+"""Shared fixtures: run the CLI in a temp dir, one torch thread."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-# Tiny models run fastest on one thread, and parallel test processes then do not fight over cores.
-TEST_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-FAST = ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"]
+from helpers import run_cli
+
+SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (pytest -m "not slow" leaves them out)
 
 
-def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``attnexp`` (the console script's module) with ``overrides`` in ``cwd``."""
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.train", *overrides],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"attnexp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def run_dirs(root: Path) -> list[Path]:
-    """Every run folder (one holding metrics.json) under ``root``, sorted."""
-    return sorted(p.parent for p in root.rglob("metrics.json"))
-
-
-def read_metrics(run_dir: Path) -> dict:
-    return json.loads((run_dir / "metrics.json").read_text())
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(item.fspath).parent.name in SLOW_TIERS:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests: stand-in data files, composed configs, CLI runs in the background, event files."""
+"""Helpers shared by the tests: CLI runs (in the foreground and the background), stand-in data files, composed
+configs, event files."""
 
 from __future__ import annotations
 
@@ -18,7 +19,33 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from attnexp.cli.train import CONFIG_DIR  # registers the config's resolvers
-from conftest import REPO, TEST_ENV, read_metrics, run_dirs
+
+REPO = Path(__file__).resolve().parents[1]
+# Tiny models run fastest on one thread, and parallel test processes then do not fight over cores.
+TEST_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+FAST = ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"]
+
+
+def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``attnexp`` (the console script's module) with ``overrides`` in ``cwd``."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.train", *overrides],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"attnexp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """Every run folder (one holding metrics.json) under ``root``, sorted."""
+    return sorted(p.parent for p in root.rglob("metrics.json"))
+
+
+def read_metrics(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
 
 
 def write_idx(raw, name: str, array: np.ndarray) -> None:
@@ -90,6 +117,20 @@ def model_factory(variant: str, **overrides):
     from omegaconf import OmegaConf
 
     return instantiate(OmegaConf.merge(OmegaConf.load(Path(CONFIG_DIR) / "model" / f"{variant}.yaml"), overrides))
+
+
+def causal_mixers() -> list[str]:
+    """The options of configs/model that can be causal (the others refuse, saying why)."""
+    from attnexp.errors import AttnexpError
+
+    found = []
+    for name in options("model"):
+        try:
+            model_factory(name)(dim=8, num_tokens=4, causal=True)
+            found.append(name)
+        except AttnexpError as err:
+            assert "cannot predict next tokens" in str(err)
+    return found
 
 
 def compose_cfg(overrides: list[str], tmp_path: Path):

@@ -1,2 +1,2 @@
-"""The command line: the ``attnexp``, ``attnexp-predict`` and ``attnexp-compare`` entrypoints, run folders,
-their records (``metrics.json``), sweeps and checkpoint checks."""
+"""The command line: the ``attnexp``, ``attnexp-compare`` and ``attnexp-predict`` entrypoints, the sweep callback,
+and the checks of a composed config."""

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import ctypes
+import glob
 import os
 
 import torch
+
+DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia[0-9]*")  # where a loaded NVIDIA driver shows
+
+
+def nvidia_driver() -> bool:
+    """Whether an NVIDIA driver is loaded on this machine (its /proc entry or device files exist)."""
+    return any(glob.glob(pattern) for pattern in DRIVER_FILES)
 
 
 def plain_cuda_check_without_driver() -> bool:
@@ -18,11 +25,7 @@ def plain_cuda_check_without_driver() -> bool:
     initialise, so the plain check is as fork-safe and costs microseconds. ROCm builds are left
     alone: their GPUs run without libnvidia-ml.
     """
-    if os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") != "1" or torch.version.hip:
+    if os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") != "1" or torch.version.hip or nvidia_driver():
         return False
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-        return False
-    except OSError:
-        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "0"
-        return True
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "0"
+    return True

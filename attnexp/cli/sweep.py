@@ -12,8 +12,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
-from attnexp.cli import record
-from attnexp.cli.compare import DEFAULT_TUNE, compare, find_runs
+from attnexp.comparison.files import write_all
+from attnexp.comparison.render import markdown
+from attnexp.comparison.tables import DEFAULT_TUNE, compare
+from attnexp.runs import metrics_file
+from attnexp.runs.folders import find_runs
 
 log = logging.getLogger("attnexp")
 
@@ -26,7 +29,7 @@ def fixed_keys(task_overrides: list[str]) -> list[str]:
 
 class SweepCallback(Callback):
     """Pins the sweep folder and names job folders by the overrides that vary (``model=euclid/seed=1``: TensorBoard's
-    run names under the sweep folder); writes the comparison (:mod:`attnexp.cli.compare`) at the end."""
+    run names under the sweep folder); writes the comparison (:mod:`attnexp.comparison`) at the end."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Jobs re-resolve hydra.sweep.dir and compose their own configs, in other processes too (joblib):
@@ -43,9 +46,6 @@ class SweepCallback(Callback):
             )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from attnexp.cli.report import markdown
-        from attnexp.cli.summary_files import write_all
-
         sweep_dir = Path(config.hydra.sweep.dir)
         runs = find_runs([sweep_dir])
         if not runs:
@@ -59,7 +59,7 @@ class SweepCallback(Callback):
         write_all(result, sweep_dir)
         text = markdown(result)
         write_text_summary(sweep_dir, text)
-        failed = [r for r in runs if r.metrics.get("status") != record.OK]
+        failed = [r for r in runs if r.metrics.get("status") != metrics_file.OK]
         if failed:
             log.error(f"{len(failed)} of {len(runs)} jobs did not finish: " + ", ".join(r.config() + f" seed {r.seed}" for r in failed))
         print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)

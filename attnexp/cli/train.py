@@ -16,12 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import record
 from attnexp.cli.cores import sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
-from attnexp.cli.run_folders import job_dirname, output_dir, resume_point
 from attnexp.cli.validate import check_config, check_environment, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
+from attnexp.runs import metrics_file
+from attnexp.runs.folders import job_dirname, output_dir, resume_point
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
@@ -59,17 +59,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         action, last = resume_point(output_dir)
         if action == "done":
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
-            return record.read(output_dir)
+            return metrics_file.read(output_dir)
         ckpt_path = last or ckpt_path
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
 
     import pytorch_lightning as pl
     from hydra.utils import instantiate
 
+    from attnexp.callbacks.checkpoints import check_checkpoint
+    from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.cli import console
-    from attnexp.cli.checkpoints import check_checkpoint
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
-    from attnexp.cli.interrupt import DeferredInterrupt
 
     multirun = is_multirun()
     console.configure(multirun)
@@ -109,12 +109,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
 def record_failure(cfg: DictConfig, err: BaseException) -> str:
     """Make sure the run's metrics.json says how it ended; return that status."""
     output_dir = Path(cfg.paths.output_dir)
-    found = record.read(output_dir)
-    if found.get("status") in record.STOPPED:
+    found = metrics_file.read(output_dir)
+    if found.get("status") in metrics_file.STOPPED:
         return found["status"]
-    status = record.INTERRUPTED if isinstance(err, (KeyboardInterrupt, SystemExit)) else record.FAILED
-    written = {**record.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": explain(err)}
-    record.write(output_dir, written)
+    status = metrics_file.INTERRUPTED if isinstance(err, (KeyboardInterrupt, SystemExit)) else metrics_file.FAILED
+    written = {**metrics_file.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": explain(err)}
+    metrics_file.write(output_dir, written)
     return status
 
 
@@ -133,18 +133,18 @@ def main(cfg: DictConfig) -> Any:
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
         status = record_failure(cfg, err)
-        if status == record.FAILED and is_bad_input(err):
+        if status == metrics_file.FAILED and is_bad_input(err):
             status = "bad_input"
         reason = (
             "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; "
             "the same command with resume=true continues from the last finished epoch."
-            if status == record.INTERRUPTED else explain(err)
+            if status == metrics_file.INTERRUPTED else explain(err)
         )
         job = f" {job_name()}" if is_multirun() else ""
         log.error(f"Run{job} {status.replace('_', ' ')}: {reason}")
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        if status != record.INTERRUPTED and is_multirun():
+        if status != metrics_file.INTERRUPTED and is_multirun():
             return float("nan")  # the sweep goes on; its summary reports this job as failed
         raise SystemExit(EXIT_CODES[status]) from None
 
@@ -169,7 +169,7 @@ def job_name() -> str:
 
 def result_line(output_dir: Path) -> str:
     """One line for a finished sweep job: its status, the task's first summary metric and its wall time."""
-    found = record.read(output_dir)
+    found = metrics_file.read(output_dir)
     metric = next(iter(found.get("summary") or [["val/acc_best"]]))[0]
     value = found.get(metric)
     shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"no {metric}"

@@ -1,5 +1,1 @@
-"""Figures of a trained network, drawn by its task and written to TensorBoard."""
-
-from attnexp.figures.callback import Figures
-
-__all__ = ["Figures"]
+"""Figures of a trained network (attention maps, gates, predictions, alignments), drawn by its task."""

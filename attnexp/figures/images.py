@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so variants compare
+WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so mixers compare
 
 
 def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:

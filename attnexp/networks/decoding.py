@@ -1,6 +1,6 @@
 """Decoding an encoder-decoder (:class:`~attnexp.networks.seq2seq.Seq2Seq`): greedy and beam search, batched.
 
-Both re-run the decoder on the whole prefix at every step (no cache), so they work for every variant,
+Both re-run the decoder on the whole prefix at every step (no cache), so they work for every mixer,
 squeeze-excitation's running mean included; the sequences are short.
 """
 

@@ -6,22 +6,21 @@ from typing import Callable
 
 from torch import Tensor, nn
 
-from attnexp.errors import AttnexpError
 from attnexp.networks.blocks import PreNormBlock
-from attnexp.networks.positions import POSITIONS
+from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
 
 
 class LanguageModel(nn.Module):
     """Token embedding + positions -> ``depth`` pre-norm causal blocks -> LayerNorm -> linear over the vocabulary.
 
-    Every variant is asked to be causal (``causal=True``), so the logits at
+    Every mixer is asked to be causal (``causal=True``), so the logits at
     position i depend on tokens <= i only; a mixer that cannot be refuses.
-    ``positions`` is ``sinusoidal`` (fixed) or ``learned``. ``num_classes`` is
+    ``positions`` is ``sinusoidal`` (fixed), ``learned`` or ``none``. ``num_classes`` is
     the vocabulary size.
     """
 
-    causal: bool | None = True  # what every mixer is asked to be; None: the variant's own setting
+    causal: bool | None = True  # what every mixer is asked to be; None: the mixer's own setting
 
     def __init__(
         self,
@@ -37,10 +36,7 @@ class LanguageModel(nn.Module):
     ) -> None:
         super().__init__()
         check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
-        if positions not in POSITIONS:
-            raise AttnexpError(
-                f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned."
-            )
+        check_positions(positions)
         self.num_classes, self.context = vocab_size, context
         self.embed = nn.Embedding(vocab_size, dim)
         self.positions = POSITIONS[positions](context, dim)

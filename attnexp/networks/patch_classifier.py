@@ -9,11 +9,12 @@ from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
 from attnexp.networks.blocks import PreNormBlock
+from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
 
 
 class PatchClassifier(nn.Module):
-    """Patch tokens -> [input projection] -> [positional embedding] -> mixer layers -> ReLU -> linear.
+    """Patch tokens -> [input projection] -> [positions] -> mixer layers -> ReLU -> linear.
 
     With the defaults (``depth=1``, ``dim=None``, ``prenorm=False``) this is the
     classic one-layer model: one attention layer on the raw patches, ReLU, and a
@@ -33,11 +34,12 @@ class PatchClassifier(nn.Module):
         prenorm: bool = False,
         mlp_ratio: float = 2.0,
         dropout: float = 0.0,
-        pos_emb: bool = False,
+        positions: str = "none",
         attn_out_proj: bool = False,
     ) -> None:
         super().__init__()
         check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
+        check_positions(positions)
         if patch_size is None:
             raise AttnexpError("net=patch needs patch tokens, and the data hands over whole images: set data.patch_size.")
         self.num_tokens = (image_size // patch_size) ** 2
@@ -45,9 +47,7 @@ class PatchClassifier(nn.Module):
         dim = dim or token_dim
         self.num_classes = num_classes
         self.proj = nn.Linear(token_dim, dim) if dim != token_dim else nn.Identity()
-        self.pos = nn.Parameter(torch.zeros(1, self.num_tokens, dim)) if pos_emb else None
-        if pos_emb:
-            nn.init.trunc_normal_(self.pos, std=0.02)
+        self.positions = POSITIONS[positions](self.num_tokens, dim) if positions != "none" else None
         mixers = [mixer(dim=dim, num_tokens=self.num_tokens, out_proj=attn_out_proj) for _ in range(depth)]
         self.layers = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers) if prenorm else nn.ModuleList(mixers)
         self.head = nn.Sequential(nn.ReLU(), nn.Flatten(1), nn.Dropout(dropout), nn.Linear(self.num_tokens * dim, num_classes))
@@ -55,8 +55,8 @@ class PatchClassifier(nn.Module):
     def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Logits (B, classes) for tokens (B, L, P); with ``need_weights`` also each layer's weights."""
         x = self.proj(x)  # (B, L, C)
-        if self.pos is not None:
-            x = x + self.pos
+        if self.positions is not None:
+            x = x + self.positions(x.shape[1])
         maps = []
         for layer in self.layers:
             x, weights = layer(x, need_weights=need_weights)

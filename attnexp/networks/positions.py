@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnexp.errors import AttnexpError
+
 
 class SinusoidalPositions(nn.Module):
     """Fixed sin/cos encoding of Vaswani et al.: channel 2i is sin(p / 10000^(2i/C)), 2i+1 its cos."""
@@ -36,4 +38,20 @@ class LearnedPositions(nn.Module):
         return self.table[:length]  # (L, C)
 
 
-POSITIONS = {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
+class NoPositions(nn.Module):
+    """No positional information: the tokens' order is left to the mixer (or lost)."""
+
+    def __init__(self, length: int, dim: int) -> None:
+        super().__init__()
+
+    def forward(self, length: int) -> Tensor | float:
+        return 0.0
+
+
+POSITIONS = {"none": NoPositions, "sinusoidal": SinusoidalPositions, "learned": LearnedPositions}
+
+
+def check_positions(positions: str) -> None:
+    """Refuse a ``net.positions`` that is not one of :data:`POSITIONS`."""
+    if positions not in POSITIONS:
+        raise AttnexpError(f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned.")

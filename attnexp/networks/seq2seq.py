@@ -1,4 +1,4 @@
-"""Encoder-decoder transformer: the variant in the encoder's self-attention, the decoder's causal
+"""Encoder-decoder transformer: the mixer in the encoder's self-attention, the decoder's causal
 self-attention and the decoder's cross-attention to the encoder output."""
 
 from __future__ import annotations
@@ -11,13 +11,8 @@ from torch import Tensor, nn
 from attnexp.data.vocabulary import BOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, divisors
 from attnexp.networks.blocks import DecoderBlock, PreNormBlock
-from attnexp.networks.positions import POSITIONS
+from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
-
-
-def check_positions(positions: str) -> None:
-    if positions not in POSITIONS:
-        raise AttnexpError(f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned.")
 
 
 class TokenSource(nn.Module):
@@ -63,7 +58,7 @@ class Seq2Seq(nn.Module):
     ``image_height``, ``image_width``, ``patch_size``: a conv patch stem). Every attention over the source
     gets its key padding mask, so padded source positions get exactly zero weight; the decoder's self-attention
     is causal (target padding only follows the tokens, so no real position sees it). The encoder's mixers are
-    the variant as configured (``model=masked`` reads the source left to right); the cross-attention is never
+    the mixer as configured (``model=masked`` reads the source left to right); the cross-attention is never
     causal. ``heads``, when set, overrides ``model.heads``. ``tgt_len`` counts ``[bos]`` and ``[eos]``.
     """
 

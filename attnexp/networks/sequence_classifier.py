@@ -10,10 +10,10 @@ from attnexp.networks.language_model import LanguageModel
 
 
 class SequenceClassifier(LanguageModel):
-    """The language model's blocks without the causal mask (unless the variant has one, as ``model=masked``),
+    """The language model's blocks without the causal mask (unless the mixer has one, as ``model=masked``),
     then the mean of the outputs over the non-padding tokens (id ``pad_id``) and a linear layer to
     ``num_classes`` logits. Attention still sees padding: padding only ever follows the tokens, so a
-    causal variant never does."""
+    causal mixer never does."""
 
     causal = None
 

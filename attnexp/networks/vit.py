@@ -1,4 +1,4 @@
-"""Vision Transformer with a pluggable token mixer (the attention variant from ``model=``)."""
+"""Vision Transformer with a pluggable token mixer (the mixer from ``model=``)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, divisors
 from attnexp.networks.blocks import PreNormBlock
+from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
 
 POOLS = ("cls", "mean")
 
 
 class VisionTransformer(nn.Module):
-    """Conv patch stem -> [class token] + positional embedding -> ``depth`` pre-norm blocks -> LayerNorm -> linear.
+    """Conv patch stem -> [class token] + positions (learned by default) -> ``depth`` pre-norm blocks -> LayerNorm -> linear.
 
     The stem is a convolution with kernel = stride = patch size (channels -> ``dim``).
     It takes whole images (B, C, H, W), or images the data already cut into
@@ -25,9 +26,9 @@ class VisionTransformer(nn.Module):
     ``patch_size`` when it cuts patches, else ``patch``.
 
     The class token is appended after the patches, so under a causal mask
-    (``model=masked``) it still sees every patch; for the other variants its
+    (``model=masked``) it still sees every patch; for the other mixers its
     place makes no difference. ``heads``, when set, overrides ``model.heads``
-    for the attention variants.
+    for the attention mixers.
     """
 
     def __init__(
@@ -44,9 +45,11 @@ class VisionTransformer(nn.Module):
         mlp_ratio: float = 2.0,
         dropout: float = 0.0,
         pool: str = "cls",
+        positions: str = "learned",
     ) -> None:
         super().__init__()
         check("net", dim=dim, depth=depth, heads=heads, mlp_ratio=mlp_ratio, dropout=dropout)
+        check_positions(positions)
         self.patch = check_patch(image_size, patch_size, patch)
         if pool not in POOLS:
             raise AttnexpError(f"net.pool={pool!r} is not a pooling of the ViT. Allowed: {list(POOLS)}.")
@@ -55,10 +58,9 @@ class VisionTransformer(nn.Module):
         num_tokens = self.num_patches + (pool == "cls")
         self.stem = nn.Conv2d(channels, dim, kernel_size=self.patch, stride=self.patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
-        self.pos = nn.Parameter(torch.zeros(1, num_tokens, dim))
-        nn.init.trunc_normal_(self.pos, std=0.02)
+        self.positions = POSITIONS[positions](num_tokens, dim)
         self.drop = nn.Dropout(dropout)
-        own_heads = {} if heads is None else {"heads": heads}  # None: the variant's model.heads
+        own_heads = {} if heads is None else {"heads": heads}  # None: the mixer's model.heads
         self.blocks = nn.ModuleList(
             PreNormBlock(mixer(dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True, **own_heads), dim, mlp_ratio, dropout)
             for _ in range(depth)
@@ -77,7 +79,7 @@ class VisionTransformer(nn.Module):
         x = self.embed(x)  # (B, L, D)
         if self.cls is not None:
             x = torch.cat([x, self.cls.expand(len(x), -1, -1)], dim=1)  # (B, L+1, D)
-        x = self.drop(x + self.pos)
+        x = self.drop(x + self.positions(x.shape[1]))
         maps = []
         for block in self.blocks:
             x, weights = block(x, need_weights=need_weights)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import read_metrics, run_dirs
+from helpers import read_metrics, run_dirs
 from helpers import fake_mnist
 
 # (overrides, words the message must contain, exit status)
@@ -86,6 +86,6 @@ def test_checkpoint_from_another_model(cli):
     _, proc = cli("model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False)
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
-    assert "was written by a different model or variant" in output
+    assert "was written by a different mixer or network" in output
     assert "missing: net.layers.0.dense.bias, net.layers.0.dense.weight" in output
     assert "unexpected: net.layers.0.k_proj.bias" in output

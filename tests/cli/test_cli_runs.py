@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FAST, read_metrics, run_dirs
+from helpers import FAST, read_metrics, run_dirs
 from helpers import options, read_events
 
 VARIANTS = options("model")  # every option in configs/model
@@ -17,7 +17,8 @@ def test_variant_trains_on_digits(cli, variant):
     assert run.name.endswith(f"_{variant}_digits")
     metrics = read_metrics(run)
     assert metrics["status"] == "ok"
-    assert metrics["variant"] == variant and metrics["data"] == "digits"
+    assert metrics["mixer"] == variant and metrics["data"] == "digits"
+    assert metrics.get("path") == {"dot": "sdpa", "masked": "sdpa", "l2": "sdpa", "cosine": "sdpa", "euclid": "fused"}.get(variant)
     for key in ("test/acc", "val/acc_best", "train/loss", "params", "wall_s", "train_samples_per_s"):
         assert key in metrics, key
     assert 0.0 <= metrics["test/acc"] <= 1.0 and metrics["params"] > 0
@@ -25,6 +26,13 @@ def test_variant_trains_on_digits(cli, variant):
     assert (run / "checkpoints" / "last.ckpt").exists()
     assert len(list((run / "checkpoints").glob("epoch*.ckpt"))) == 1
     assert (run / ".hydra" / "config.yaml").exists() and (run / "train.log").exists()
+
+
+def test_the_explicit_path_is_recorded(cli):
+    """model.path=explicit: the formula through autograd trains, and metrics.json says so."""
+    root, _ = cli("model=euclid", "model.path=explicit", *FAST)
+    (run,) = run_dirs(root / "outputs")
+    assert read_metrics(run)["status"] == "ok" and read_metrics(run)["path"] == "explicit"
 
 
 def test_dot_learns_digits(cli):
@@ -54,7 +62,7 @@ def test_tensorboard_has_epoch_scalars_hparams_and_figures(cli):
     assert len(scalars["train/loss"]) == 2 and len(scalars["val/acc"]) == 2, scalars.keys()
     assert "val/acc_best" in scalars and "test/acc" in scalars
     assert {"figures/attention", "figures/predictions"} <= images
-    assert {"variant", "seed", "lr", "params"} <= hparam_keys
+    assert {"mixer", "seed", "lr", "params"} <= hparam_keys
     metrics = read_metrics(run)
     assert scalars["test/acc"][-1] == pytest.approx(metrics["test/acc"])
     assert -1 not in scalars["test/acc"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnexp.cli.tensorboard_record import CURATED
-from conftest import read_metrics, run_dirs
+from attnexp.callbacks.tensorboard_hparams import CURATED
+from helpers import read_metrics, run_dirs
 from helpers import read_events
 
 LRS = ("0.001", "0.01")
@@ -21,7 +21,7 @@ LRS = ("0.001", "0.01")
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    from conftest import run_cli
+    from helpers import run_cli
 
     root = tmp_path_factory.mktemp("comparison")
     proc = run_cli(root, "--multirun", "model=dot,euclid", "seed=0,1,2", f"module.optimizer.lr={','.join(LRS)}",
@@ -55,11 +55,11 @@ def test_runs_csv_matches_every_record_and_the_tuned_table_picks_the_best_rate(s
         record = json.loads((Path(row["folder"]) / "metrics.json").read_text())
         for key in ("test/acc", "test/loss", "val/acc_best", "params"):
             assert float(row[key]) == pytest.approx(record[key], rel=1e-12)
-        assert row["seed"] == str(record["seed"]) and row["config"].startswith(f"model={record['variant']},")
+        assert row["seed"] == str(record["seed"]) and row["config"].startswith(f"model={record['mixer']},")
     scores = defaultdict(list)  # the rule, computed here: the lr with the best mean monitor_best (val/acc, highest)
     for path, record in records.items():
         overrides = dict(o.split("=", 1) for o in yaml.safe_load((path / ".hydra" / "overrides.yaml").read_text()))
-        scores[record["variant"], overrides["module.optimizer.lr"]].append(record["monitor_best"])
+        scores[record["mixer"], overrides["module.optimizer.lr"]].append(record["monitor_best"])
     expected = {f"model={m}": f"module.optimizer.lr={max(LRS, key=lambda lr: statistics.fmean(scores[m, lr]))}" for m in ("dot", "euclid")}
     tuned = {r["config"]: r["tuned"] for r in csv.DictReader((folder / "summary.csv").open()) if r["table"] == "tuned"}
     assert tuned == expected
@@ -88,6 +88,6 @@ def test_tensorboard_runs_declare_the_same_hparams_and_log_by_epoch(sweep):
         assert events.steps["val/acc"] == events.steps["train/loss"] == events.steps["attn/layer0/entropy"] == [0, 1]
         assert "epoch" not in scalars and "train/lr" in scalars and not any(t.startswith("lr-") for t in scalars)
         assert "config" in texts
-        assert yaml.safe_load((run / "hparams.yaml").read_text())["variant"] == read_metrics(run)["variant"]
+        assert yaml.safe_load((run / "hparams.yaml").read_text())["mixer"] == read_metrics(run)["mixer"]
     assert len(set(declared)) == 1
     assert "sweep summary" in read_events(folder / "summary").texts

@@ -1,10 +1,10 @@
-"""The diagnostic suite from the command line: one sweep over every generated task, the tasks x variants table."""
+"""The diagnostic suite from the command line: one sweep over every generated task, the data x mixers table."""
 
 from __future__ import annotations
 
 import csv
 
-from conftest import read_metrics, run_dirs
+from helpers import read_metrics, run_dirs
 
 SMALL = ["data.train_size=200", "data.val_size=40", "data.test_size=40", "trainer.max_epochs=1", "net.dim=16",
          "callbacks.progress_bar.refresh_rate=0"]
@@ -23,10 +23,10 @@ def test_the_suite_runs_every_task_and_tables_them(cli):
     assert {"test/acc@len=8", "test/acc@len=32"} <= set(records["model=dot/data=seqops"])
     assert records["model=dot/data=listops"]["net"] == "encoder" and records["model=dot/data=mqar"]["task"] == "answer_tokens"
     summary = (sweep / "summary.md").read_text()
-    table = summary.split("### Tasks x variants")[1]
-    assert "| variant | listops (test/acc) | mqar (test/acc) | recall (test/acc) | selective_copy (test/acc) | seqops (test/acc) | mean score |" in table
-    rows = list(csv.DictReader((sweep / "tasks.csv").open()))
-    assert len(rows) == 2 * 6 and {r["task"] for r in rows} == {*tasks, "mean score"}
-    dot = {r["task"]: float(r["mean"]) for r in rows if r["variant"] == "model=dot"}
+    table = summary.split("### Data x mixers")[1]
+    assert "| mixer | listops (test/acc) | mqar (test/acc) | recall (test/acc) | selective_copy (test/acc) | seqops (test/acc) | mean score |" in table
+    rows = list(csv.DictReader((sweep / "data.csv").open()))
+    assert len(rows) == 2 * 6 and {r["data"] for r in rows} == {*tasks, "mean score"}
+    dot = {r["data"]: float(r["mean"]) for r in rows if r["mixer"] == "model=dot"}
     assert abs(dot["mean score"] - sum(dot[t] for t in tasks) / 5) < 1e-9
     assert "model=masked,data=mqar" in summary and "Δ vs model=dot" in summary

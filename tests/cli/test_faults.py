@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
-from conftest import read_metrics, run_cli, run_dirs
+from helpers import read_metrics, run_cli, run_dirs
 from helpers import SLOW, start, wait_for_epochs
 from attnexp.data import DigitsDataModule
 from attnexp.module import DivergedError, TaskModule

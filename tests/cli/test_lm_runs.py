@@ -13,7 +13,7 @@ import torch
 
 from attnexp.errors import AttnexpError
 from attnexp.cli.predict import find_checkpoint
-from conftest import REPO, read_metrics, run_dirs
+from helpers import REPO, read_metrics, run_dirs
 from helpers import read_events
 
 QUIET = ["callbacks.progress_bar.refresh_rate=0"]

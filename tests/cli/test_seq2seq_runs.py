@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import read_metrics, run_dirs
+from helpers import read_metrics, run_dirs
 from helpers import read_events
 from test_lm_runs import ONE_THREAD, QUIET, run_predict
 

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from conftest import read_metrics, run_dirs
+from helpers import read_metrics, run_dirs
 from helpers import SLOW, start, wait_for_epochs
 from attnexp.cli.train import CONFIG_DIR
 
@@ -45,7 +45,7 @@ def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
 
 
 def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
-    from conftest import run_cli
+    from helpers import run_cli
 
     args = ["--multirun", "hydra/launcher=basic", "seed=3,4", *[a for a in SLOW if not a.startswith("seed=")]]  # one job at a time
     proc = start(tmp_path, *args)
@@ -81,7 +81,7 @@ def test_ddp_on_cpu_gives_one_run(cli):
 
 
 def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
-    from conftest import run_cli
+    from helpers import run_cli
 
     args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
     parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
@@ -115,7 +115,7 @@ def test_launcher_configs_compose(launcher, target):
 def test_curves_come_from_the_csv_logger_without_tensorboard(tmp_path):
     from pytorch_lightning.loggers import CSVLogger
 
-    from attnexp.cli.summary_files import val_curve
+    from attnexp.comparison.plots import val_curve
 
     logger = CSVLogger(save_dir=tmp_path, name="", version="")  # as configs/logger/csv.yaml writes it
     for epoch, acc in [(0, 0.5), (0, 0.6), (1, 0.7)]:  # per-epoch metrics have the epoch as their step
@@ -136,7 +136,7 @@ def test_overrides_too_long_for_a_folder_name_get_a_short_one(cli):
 
 
 def test_job_folder_names_follow_the_varying_keys_and_are_stable():
-    from attnexp.cli.run_folders import job_dirname
+    from attnexp.runs.folders import job_dirname
 
     assert job_dirname("data.path=/a/b.txt,seed=0", 3) == "data.path=_a_b.txt/seed=0"  # a level per key, not per '/'
     assert job_dirname("data=x,model=dot,seed=1", 0) == "model=dot/data=x/seed=1"  # the variant first

@@ -8,7 +8,7 @@ from hydra.utils import instantiate
 
 from cifar10_files import random_cifar10
 from attnexp.errors import AttnexpError
-from conftest import FAST, read_metrics, run_dirs
+from helpers import FAST, read_metrics, run_dirs
 from helpers import compose_cfg
 from helpers import fake_mnist
 
@@ -20,7 +20,7 @@ def check_runs(root, data: str) -> None:
     runs = run_dirs(root / "outputs")
     assert len(runs) == len(VARIANTS)
     records = [read_metrics(run) for run in runs]
-    assert sorted(r["variant"] for r in records) == sorted(VARIANTS)
+    assert sorted(r["mixer"] for r in records) == sorted(VARIANTS)
     for record in records:
         assert record["status"] == "ok" and record["net"] == "vit" and record["data"] == data, record
         assert 0.0 <= record["test/acc"] <= 1.0 and record["params"] > 0

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 import pytest
 
-from attnexp.attention import DotAttention, EuclidAttention, SqueezeExcitation, causal_mask
+from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation, causal_mask
 from attnexp.errors import AttnexpError
 
 

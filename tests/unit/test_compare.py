@@ -19,7 +19,7 @@ def fake_run(root, overrides: list[str], **metrics):
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     seed = next(o.split("=")[1] for o in overrides if o.startswith("seed="))
     variant = next(o.split("=")[1] for o in overrides if o.startswith("model="))
-    record = {"status": "ok", "variant": variant, "data": "digits", "seed": int(seed), "params": 100, "classes": 10,
+    record = {"status": "ok", "mixer": variant, "data": "digits", "seed": int(seed), "params": 100, "classes": 10,
               "epochs": 2, "summary": list(SUMMARY.items()), "monitor": "val/acc", "mode": "max", "seconds_per_epoch": 1.0, **metrics}
     (folder / "metrics.json").write_text(json.dumps(record))
     return folder

@@ -101,7 +101,7 @@ def test_a_tie_with_the_best_epoch_goes_to_the_later_one(mode, best, current, re
     import torch
     from types import SimpleNamespace
 
-    from attnexp.cli.checkpoints import BestCheckpoint
+    from attnexp.callbacks.checkpoints import BestCheckpoint
 
     callback = BestCheckpoint(monitor="val/x", mode=mode, save_top_k=1)
     callback.best_k_models, callback.kth_best_model_path = {"a.ckpt": torch.tensor(best)}, "a.ckpt"

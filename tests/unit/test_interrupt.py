@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from attnexp.cli.interrupt import DeferredInterrupt
+from attnexp.callbacks.interrupt import DeferredInterrupt
 
 
 def test_ctrl_c_is_raised_at_the_next_batch_end_then_the_handler_is_restored():

@@ -10,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from attnexp.attention import DotAttention
+from attnexp.mixers import DotAttention
 from attnexp.data import DigitsDataModule
 from attnexp.networks import PatchClassifier
 from attnexp.module import TaskModule
@@ -26,32 +26,6 @@ def module(compile: bool = False) -> TaskModule:
 def batch(n: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     torch.manual_seed(1)
     return torch.randn(n, 16, 4), torch.randint(0, 10, (n,))
-
-
-def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
-    """From the start to the end of each Lightning call (several forward, backward and fused optimizer steps)."""
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("host sync in a training call")
-
-    class Forbid(pl.Callback):
-        def on_train_batch_start(self, *args):
-            for name in ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__"):
-                monkeypatch.setattr(torch.Tensor, name, forbidden)
-
-        def on_train_batch_end(self, *args):
-            monkeypatch.undo()
-
-    torch.manual_seed(0)
-    net = PatchClassifier(partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10)
-    m = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.Adam, lr=1e-3, fused=True),
-                   divergence_check_every=1000)
-    trainer = pl.Trainer(max_epochs=1, callbacks=[Forbid()], logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         default_root_dir=tmp_path)
-    trainer.fit(m, datamodule=DigitsDataModule(patch_size=2, val_size=180))
-    assert trainer.global_step == 20 and m.train_count == 1257
-    assert 0 < float(trainer.callback_metrics["train/loss"]) < 2.5
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -85,16 +59,11 @@ def test_attributes_register_as_on_any_module():
     ids=["no-driver", "driver", "lightning-absent", "rocm"],
 )
 def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, hip, after):
-    """Without libnvidia-ml, Lightning's NVML-based check would reload it at every optimizer step."""
+    """Without a driver, Lightning's NVML-based check would try to load libnvidia-ml at every optimizer step."""
     from attnexp.cli import cuda_check
 
     monkeypatch.setattr(torch.version, "hip", hip)
-
-    def cdll(name):
-        if not driver:
-            raise OSError(f"{name}: cannot open shared object file")
-
-    monkeypatch.setattr(cuda_check.ctypes, "CDLL", cdll)
+    monkeypatch.setattr(cuda_check, "nvidia_driver", lambda: driver)
     if env is None:
         monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnexp.attention import DotAttention, EuclidAttention
+from attnexp.mixers import DotAttention, EuclidAttention
 
 
 def identity_attention(cls, dim=8, heads=2, **kwargs):

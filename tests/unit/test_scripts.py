@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
 

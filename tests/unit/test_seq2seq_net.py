@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnexp.attention import DotAttention, EuclidAttention, SqueezeExcitation
+from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation
 from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.networks import Seq2Seq

@@ -8,7 +8,7 @@ import statistics
 import pytest
 from scipy import stats as sp
 
-from attnexp.cli.stats import Difference, difference, spread, verdict
+from attnexp.comparison.stats import Difference, difference, spread, verdict
 
 
 def test_spread_is_the_student_t_interval():

@@ -8,9 +8,10 @@ import json
 
 import yaml
 
-from attnexp.cli.compare import compare, main
-from attnexp.cli.run_folders import find_runs
-from attnexp.cli.suite import knobs, suite
+from attnexp.cli.compare import main
+from attnexp.comparison.tables import compare
+from attnexp.runs.folders import find_runs
+from attnexp.comparison.suite import knobs, suite
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
 
@@ -20,7 +21,7 @@ def fake_run(root, overrides: list[str], acc: float, chance: float = 0.01):
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     settings = dict(o.split("=", 1) for o in overrides)
-    record = {"status": "ok", "variant": settings["model"], "data": settings.get("data", "mqar"), "seed": int(settings["seed"]),
+    record = {"status": "ok", "mixer": settings["model"], "data": settings.get("data", "mqar"), "seed": int(settings["seed"]),
               "params": 100, "classes": 64, "chance": chance, "epochs": 2, "summary": SUMMARY, "monitor": "val/acc",
               "mode": "max", "test/acc": acc, "val/acc_best": acc, "monitor_best": acc}
     (folder / "metrics.json").write_text(json.dumps(record))
@@ -54,7 +55,7 @@ def test_tasks_by_variants_table_with_mean_scores(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    table = text.split("### Tasks x variants")[1].split("###")[0]
+    table = text.split("### Data x mixers")[1].split("###")[0]
     dot = next(line for line in table.splitlines() if line.startswith("| model=dot |"))
     euclid = next(line for line in table.splitlines() if line.startswith("| model=euclid |"))
     assert "| mqar (test/acc) | recall (test/acc) | mean score |" in table
@@ -62,9 +63,9 @@ def test_tasks_by_variants_table_with_mean_scores(tmp_path, capsys):
     assert euclid == "| model=euclid | 0.6000 [0.6000, 0.6000] | 0.5000 [0.5000, 0.5000] (3 at chance) | 0.5500 [0.5500, 0.5500] |"
     s = suite(compare(find_runs([tmp_path / "runs"])))
     assert s.scores["model=dot"].mean == (0.91 + 0.51) / 2 and s.scores["model=dot"].n == 3
-    rows = list(csv.DictReader((out / "tasks.csv").open()))
-    assert {(r["variant"], r["task"]) for r in rows} >= {("model=dot", "mqar"), ("model=euclid", "mean score")}
-    assert "Variant & mqar & recall & Mean" in (out / "summary.tex").read_text()
+    rows = list(csv.DictReader((out / "data.csv").open()))
+    assert {(r["mixer"], r["data"]) for r in rows} >= {("model=dot", "mqar"), ("model=euclid", "mean score")}
+    assert "Mixer & mqar & recall & Mean" in (out / "summary.tex").read_text()
 
 
 def test_a_numeric_setting_the_sweep_varies_gets_a_curve(tmp_path):

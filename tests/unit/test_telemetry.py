@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attnexp.telemetry import attention_stats, gate_stats
+from attnexp.callbacks.telemetry import attention_stats, gate_stats
 
 
 def test_uniform_attention_has_full_entropy_and_no_peaks():
@@ -57,28 +57,3 @@ def test_gate_spread_is_zero_for_a_dead_gate():
     assert math.isnan(gate_stats(torch.rand(1, 6))["gate_std"])
 
 
-def test_telemetry_is_logged_and_leaves_training_as_it_was():
-    from functools import partial
-
-    import pytorch_lightning as pl
-
-    from attnexp.attention import DotAttention
-    from attnexp.data import CorpusDataModule
-    from attnexp.module import TaskModule
-    from attnexp.networks import LanguageModel
-    from attnexp.tasks import NextToken
-    from attnexp.telemetry import AttentionTelemetry
-
-    def fit(callbacks):
-        pl.seed_everything(0, verbose=False)
-        dm = CorpusDataModule(context=8, repeats=4)
-        net = LanguageModel(partial(DotAttention, heads=2), **dm.spec, dim=16, dropout=0.1)  # dropout draws random numbers
-        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks)
-        trainer.fit(TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3)), datamodule=dm)
-        return {k: float(v) for k, v in trainer.callback_metrics.items()}
-
-    with_telemetry, without = fit([AttentionTelemetry()]), fit([])
-    assert {"attn/layer0/entropy", "attn/layer1/max_weight", "attn/layer1/self_weight"} <= with_telemetry.keys()
-    assert 0 < with_telemetry["attn/layer0/entropy"] < 1 and with_telemetry["attn/layer0/nonfinite"] == 0
-    assert with_telemetry["train/loss"] == without["train/loss"] and with_telemetry["val/loss"] == without["val/loss"]

@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 import torch
 
-from attnexp.attention import DenseMixer, DotAttention, EuclidAttention
+from attnexp.mixers import DenseMixer, DotAttention, EuclidAttention
 from attnexp.data import patchify
 from attnexp.errors import AttnexpError
 from attnexp.networks import VisionTransformer

@@ -1,0 +1,92 @@
+"""The callback that keeps every run's metrics.json up to date (see :mod:`attnexp.runs.metrics_file`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+
+from attnexp.divergence import DivergedError
+from attnexp.errors import explain
+from attnexp.mixers import MultiHeadAttention
+from attnexp.runs import metrics_file
+from attnexp.runs.folders import hydra_files
+
+
+def best_score(trainer: pl.Trainer) -> dict[str, float]:
+    """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has."""
+    score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    return {} if score is None else {"monitor_best": float(score)}
+
+
+class MetricsFileWriter(pl.Callback):
+    """Keeps ``metrics.json`` in the run folder up to date.
+
+    ``status`` is ``running`` while training, ``trained`` after fit, ``ok``
+    after test (after fit when ``test`` is false: no test follows); ``failed``
+    or ``diverged`` (with ``error``) or ``interrupted`` (a checkpoint of the last
+    completed step is saved as ``checkpoints/interrupted.ckpt``) if the run stops
+    early. Final metrics appear under their logged names (``test/acc``).
+    """
+
+    def __init__(self, output_dir: str, test: bool = True) -> None:
+        self.output_dir, self.test = Path(output_dir), test
+        self.started = time.perf_counter()
+        self.fit_seconds, self.first_epoch = 0.0, 0
+        self.samples = 0
+        self.record: dict[str, Any] = {}
+
+    def _write(self, trainer: pl.Trainer, status: str, **extra: Any) -> None:
+        self.record.update(metrics_file.final_metrics(trainer.callback_metrics))
+        self.record.update(status=status, wall_s=round(time.perf_counter() - self.started, 3), **extra)
+        if trainer.is_global_zero:
+            metrics_file.write(self.output_dir, self.record)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if self.record:
+            return
+        cfg, hydra = hydra_files(self.output_dir)
+        choices = {k: str(v) for k, v in (hydra.runtime.choices if hydra else {}).items() if not k.startswith("hydra")}
+        self.record = metrics_file.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
+        task = pl_module.task
+        self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
+        chance = getattr(trainer.datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
+        if chance is not None:
+            self.record["chance"] = chance
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fit_started = time.perf_counter()
+        self._write(trainer, metrics_file.RUNNING)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.samples += pl_module.train_samples  # this rank's training inputs of the epoch
+        self._write(trainer, metrics_file.RUNNING, epochs=trainer.current_epoch + 1)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fit_seconds = time.perf_counter() - self.fit_started
+        epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
+        self._write(
+            trainer,
+            metrics_file.TRAINED if self.test else metrics_file.OK,
+            fit_s=round(self.fit_seconds, 3),
+            seconds_per_epoch=round(self.fit_seconds / epochs, 3),
+            train_samples_per_s=round(self.samples * trainer.world_size / max(self.fit_seconds, 1e-9), 1),  # ranks get equal shares
+            **best_score(trainer),
+        )
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._write(trainer, metrics_file.OK)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
+            if trainer.world_size == 1:
+                trainer.save_checkpoint(self.output_dir / "checkpoints" / "interrupted.ckpt")
+            self._write(trainer, metrics_file.INTERRUPTED)
+        else:
+            status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED
+            self._write(trainer, status, error=explain(exception))

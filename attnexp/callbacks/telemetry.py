@@ -1,0 +1,122 @@
+"""Attention health: what every attention layer does on a fixed validation batch, logged every validation epoch."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+
+from attnexp.mixers import MultiHeadAttention, TokenMixer
+from attnexp.callbacks.figures import forward_with_weights
+
+PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
+
+
+def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: Tensor | None = None,
+                    self_attention: bool = True) -> dict[str, float]:
+    """Means over samples, heads and query rows of one layer's attention.  # weights, scores: (B, H, Lq, Lk)
+
+    ``mask`` is the layer's (True = may attend, broadcast to (B, H, Lq, Lk); e.g. a key padding mask).
+    Rows that may attend to one key only are left out, and in a self-attention with a mask the rows of
+    tokens that are themselves masked (padding). ``entropy``: row entropy / log(number of keys the row
+    may attend to); ``max_weight``: the largest weight of a row; ``peaked``: the share of rows whose largest weight is over
+    0.99; ``self_weight``: the weight a token puts on itself (self-attention only); ``score_min``,
+    ``score_max``: the range of the finite scores before softmax over allowed pairs; ``nonfinite``: how many
+    allowed scores are NaN or infinite.
+    """
+    lq, lk = weights.shape[-2:]
+    w = weights.float()
+    allowed = torch.ones(lq, lk, dtype=torch.bool, device=w.device)
+    if causal:
+        allowed = allowed.tril()
+    if mask is not None:
+        allowed = (allowed & mask).expand(w.shape)  # (B, H, Lq, Lk)
+    keys = allowed.sum(-1).float()  # (Lq,), or (B, H, Lq) with a mask
+    rows = keys > 1  # a row with one key to see (the first one under a causal mask) says nothing
+    if mask is not None and self_attention and lq == lk:
+        rows = rows & allowed.any(-2)  # a token no query may attend to is padding: its own row says nothing either
+    if not rows.any():
+        return {}
+    entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
+    top = w.amax(-1)[..., rows]
+    stats = {
+        "entropy": (entropy / keys[rows].log()).mean().item(),
+        "max_weight": top.mean().item(),
+        "peaked": (top > PEAKED).float().mean().item(),
+    }
+    if self_attention and lq == lk:
+        stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
+    if scores is not None:
+        s = scores.float()[..., allowed]  # (B, H, allowed pairs), or (allowed pairs,) with a mask
+        finite = s[torch.isfinite(s)]
+        stats.update(score_min=finite.min().item() if finite.numel() else math.nan,
+                     score_max=finite.max().item() if finite.numel() else math.nan,
+                     nonfinite=float((~torch.isfinite(s)).sum()))
+    return stats
+
+
+def gate_stats(gates: Tensor) -> dict[str, float]:
+    """Squeeze-excitation gates (B, C) or (B, L, C): ``gate_std``, their spread across inputs (std over the batch,
+    averaged over channels): 0 for a gate that is the same for every input."""
+    return {"gate_std": gates.float().std(0).mean().item() if len(gates) > 1 else math.nan}
+
+
+class ScoreRecorder:
+    """Captures a multi-head layer's projected queries and keys, and the mask and context it was called with,
+    during a forward pass, and gives the scores of its last call."""
+
+    def __init__(self, mixer: MultiHeadAttention) -> None:
+        self.mixer, self.outputs, self.calls = mixer, [], []
+        projections = {id(mixer.q_proj): mixer.q_proj, id(mixer.k_proj): mixer.k_proj}  # one module when tied
+        self.hooks = [p.register_forward_hook(lambda module, args, out: self.outputs.append(out)) for p in projections.values()]
+        self.hooks.append(mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True))
+
+    def scores(self) -> Tensor | None:
+        """The scores before masking and softmax of the last call recorded.  # (B, H, Lq, Lk)"""
+        for hook in self.hooks:
+            hook.remove()
+        if len(self.outputs) < 2:
+            return None
+        q, k = (self.mixer._split(t).float() for t in self.outputs[-2:])  # of the last call (a decoder decodes first); q_proj runs first
+        with torch.no_grad():
+            return self.mixer.score(q, k)
+
+    @property
+    def call(self) -> dict[str, Any]:
+        """The keyword arguments of the last call (``mask``, ``context``)."""
+        return self.calls[-1] if self.calls else {}
+
+
+class AttentionTelemetry(pl.Callback):
+    """Logs, at the end of every validation epoch, :func:`attention_stats` (or :func:`gate_stats`) of every
+    layer under ``attn/layer<i>/``, on the first ``samples`` inputs of the first validation batch. It costs one
+    forward pass with weights on that batch per epoch; the last values reach metrics.json."""
+
+    def __init__(self, samples: int = 64) -> None:
+        self.samples = samples
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.datamodule is None:
+            return
+        devices = [pl_module.device] if pl_module.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's draws stay as they were
+            x = next(iter(trainer.datamodule.val_dataloader()))[0][: self.samples]
+        mixers = [m for m in pl_module.net.modules() if isinstance(m, TokenMixer)]
+        recorders = [ScoreRecorder(m) if isinstance(m, MultiHeadAttention) else None for m in mixers]
+        _, maps = forward_with_weights(pl_module, x)
+        values: dict[str, float] = {}
+        for i, (mixer, recorder, weights) in enumerate(zip(mixers, recorders, maps)):
+            scores = recorder.scores() if recorder else None
+            if weights is None:
+                continue
+            if weights.dim() == 4:
+                call = recorder.call if recorder else {}
+                stats = attention_stats(weights, scores, mixer.request.causal, call.get("mask"), call.get("context") is None)
+            else:
+                stats = gate_stats(weights)
+            values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})
+        if values:  # flushed with the module's validation metrics, whose "step" key (the epoch) they share
+            pl_module.log_dict(values, sync_dist=True)

@@ -1,0 +1,91 @@
+"""The files of a comparison: summary.md, summary.csv, runs.csv, summary.tex and plots, written only over files
+that a comparison wrote (they are listed in the folder's ``.attnexp-summary``)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from attnexp.comparison import suite
+from attnexp.comparison.plots import knob_file, plot, plot_knob
+from attnexp.comparison.render import latex, markdown
+from attnexp.comparison.tables import Comparison, seed_order
+from attnexp.runs import metrics_file
+from attnexp.runs.folders import Run
+
+OUTPUTS = ("summary.md", "summary.csv", "runs.csv", "summary.tex")
+MANIFEST = ".attnexp-summary"
+
+
+class OverwriteError(Exception):
+    """The output folder holds a file of the same name that no comparison wrote."""
+
+
+def write_all(c: Comparison, out: Path) -> list[Path]:
+    """Write every file of ``c`` into ``out``; return their paths. Refuses to replace a file not written by a comparison."""
+    names = [*OUTPUTS, *plot_names(c)]
+    out.mkdir(parents=True, exist_ok=True)
+    ours = set((out / MANIFEST).read_text().split()) if (out / MANIFEST).is_file() else set()
+    foreign = [n for n in names if (out / n).exists() and n not in ours]
+    if foreign:
+        raise OverwriteError(f"{out} already holds {', '.join(foreign)}, which no comparison wrote; nothing was written. "
+                             "Choose another folder with --out.")
+    (out / MANIFEST).write_text("\n".join(sorted(ours | set(names))) + "\n")
+    (out / "summary.md").write_text(markdown(c))
+    write_summary_csv(c, out / "summary.csv")
+    write_runs_csv(c.runs, out / "runs.csv")
+    (out / "summary.tex").write_text(latex(c))
+    by_data = suite.suite(c)
+    if by_data:
+        write_csv(suite.csv_rows(by_data), out / "data.csv")
+    plot(c, out)
+    for key in suite.knobs(c.runs, c.tune):
+        plot_knob(c, key, out)
+    return [out / n for n in names]
+
+
+def plot_names(c: Comparison) -> list[str]:
+    names = [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
+    names += [knob_file(c, key) for key in suite.knobs(c.runs, c.tune)]
+    return names + (["data.csv"] if suite.suite(c) else [])
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_summary_csv(c: Comparison, path: Path) -> None:
+    """One row per configuration (and per tuned configuration, marked in ``table``)."""
+    fields = ["table", "config", "tuned", "n", "runs"]
+    for m in c.metrics:
+        fields += [f"{m} {k}" for k in ("mean", "std", "ci_low", "ci_high", "diff", "diff_low", "diff_high", "p", "test", "verdict")]
+    fields += ["params", "seconds_per_epoch", "status"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for table, rows in (("all", c.rows), ("tuned", c.tuned)):
+            for row in rows:
+                out = {"table": table, "config": row.config, "tuned": row.tuned, "n": len(row.ok), "runs": len(row.runs),
+                       "params": row.params, "seconds_per_epoch": row.mean_of("seconds_per_epoch"), "status": row.status}
+                for m in c.metrics:
+                    s, d = row.spreads[m], row.diffs.get(m)
+                    out.update({f"{m} mean": s.mean, f"{m} std": s.std, f"{m} ci_low": s.low, f"{m} ci_high": s.high})
+                    if d is not None:
+                        out.update({f"{m} diff": d.mean, f"{m} diff_low": d.low, f"{m} diff_high": d.high, f"{m} p": d.p,
+                                    f"{m} test": d.test, f"{m} verdict": row.verdicts[m]})
+                writer.writerow(out)
+
+
+def write_runs_csv(runs: list[Run], path: Path) -> None:
+    """One row per run: its configuration, seed, folder, status and every final metric of its metrics.json."""
+    metrics = sorted({k for r in runs for k in metrics_file.final_metrics({k: v for k, v in r.metrics.items() if isinstance(v, (int, float))})})
+    fields = ["config", "seed", "folder", "status", "mixer", "data", "path", "params", "epochs", "seconds_per_epoch", *metrics]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for run in sorted(runs, key=lambda r: (r.config(), seed_order(r.seed))):
+            writer.writerow({**run.metrics, "mixer": metrics_file.mixer(run.metrics), "config": run.config(), "seed": run.seed,
+                             "folder": str(run.folder.resolve())})

@@ -1,0 +1,154 @@
+"""The multi-head plumbing every attention mixer shares, and softmax attention with masks.
+
+A mixer subclasses :class:`MultiHeadAttention`, says how a query scores a key (:meth:`~MultiHeadAttention.score`,
+the explicit path) and may offer fused paths that give the same numbers faster (:meth:`~MultiHeadAttention.fused`).
+``model.path`` picks one: ``auto`` (the mixer's fastest that applies), ``explicit`` (the formula through
+autograd: what the weights figures and telemetry use), or a fused path by name. Masks are boolean and broadcast
+to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments are the mixer contract's
+(:mod:`attnexp.mixers.contract`) plus ``dropout``, ``bias`` and ``path``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnexp.errors import AttnexpError, divisors
+from attnexp.mixers.contract import TokenMixer
+from attnexp.rules import check
+
+EXPLICIT = "explicit"
+
+
+def causal_mask(queries: int, keys: int | None = None, device: torch.device | None = None) -> Tensor:
+    """Lower-triangular boolean mask: query i sees keys <= i.  # (Lq, Lk)"""
+    keys = queries if keys is None else keys
+    return torch.ones(queries, keys, dtype=torch.bool, device=device).tril()
+
+
+def zero_empty_rows(t: Tensor, mask: Tensor | None) -> Tensor:
+    """Zeros for queries whose keys are all masked (e.g. padding), so they give 0, not NaN.  # (B, H, Lq, *)"""
+    return t if mask is None else t.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
+def softmax_attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0) -> tuple[Tensor, Tensor]:
+    """softmax(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+
+    Scores come in float32 so large logits (euclid's 1/eps) never overflow under
+    mixed precision; -inf is applied after the score, and a fully masked row
+    yields zeros, not NaN.  # scores (B, H, Lq, Lk), v (B, H, Lk, D)
+    """
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = zero_empty_rows(scores.softmax(dim=-1), mask).to(v.dtype)
+    return F.dropout(weights, dropout, training=dropout > 0) @ v, weights  # (B, H, Lq, D)
+
+
+def check_inputs(x: Tensor, context: Tensor, mask: Tensor | None, heads: int) -> None:
+    """Refuse inputs that would broadcast into wrong numbers: a context of another batch, a mask that is not
+    boolean or does not broadcast to (B, H, Lq, Lk). (A width other than the projections' is refused by them.)"""
+    if x.dim() != 3 or context.dim() != 3:
+        raise ValueError(f"attention takes x (batch, tokens, width) and a context (batch, tokens, width); got x "
+                         f"{tuple(x.shape)} and context {tuple(context.shape)}.")
+    if context.shape[0] != x.shape[0]:
+        raise ValueError(f"the context's batch ({context.shape[0]}) differs from the queries' ({x.shape[0]}): each "
+                         "query sequence attends to its own context sequence.")
+    if mask is None:
+        return
+    full = (x.shape[0], heads, x.shape[1], context.shape[1])
+    if mask.dtype != torch.bool or mask.dim() > 4 or any(m not in (1, f) for m, f in zip(mask.shape[::-1], full[::-1])):
+        raise ValueError(f"the attention mask must be boolean (True = may attend) and broadcast to (batch, heads, "
+                         f"queries, keys) = {full}; got {mask.dtype} {tuple(mask.shape)}.")
+
+
+class MultiHeadAttention(TokenMixer):
+    """q/k/v projections, head split and merge, the causal mask, the output projection, and the path switch.
+
+    ``context`` (keys and values) defaults to ``x``, so the same module does cross-attention.
+    A subclass names its fused paths in ``fused_paths`` (the first is ``auto``'s choice unless
+    :meth:`auto_path` says otherwise) and computes them in :meth:`fused`; ``fused_dropout`` says whether
+    they apply attention dropout (else training with dropout runs the explicit path).
+    """
+
+    fused_paths: tuple[str, ...] = ()
+    fused_dropout = True
+
+    def __init__(self, dim: int, *, dropout: float = 0.0, bias: bool = True, path: str = "auto", **request: Any) -> None:
+        super().__init__(dim, **request)
+        heads, causal, out_proj = self.request.heads, self.request.causal, self.request.out_proj
+        check("model", heads=heads, dropout=dropout)
+        if heads > dim:
+            raise AttnexpError(f"heads must be between 1 and dim={dim}, got heads={heads}. Pick heads from {divisors(dim)}.")
+        if dim % heads:
+            raise AttnexpError(
+                f"dim={dim} is not divisible by heads={heads}: each head needs dim/heads channels. "
+                f"Pick heads (model.heads, or net.heads in the ViT) from {divisors(dim)}, or change the width."
+            )
+        allowed = ("auto", EXPLICIT, *self.fused_paths)
+        if path not in allowed:
+            raise AttnexpError(f"model.path={path!r} is not a path of this mixer. Allowed: {', '.join(allowed)} "
+                               "(auto: the fastest that applies; explicit: the formula through autograd).")
+        if path in self.fused_paths and dropout > 0 and not self.fused_dropout:
+            raise AttnexpError(f"model.path={path} has no attention dropout, and model.dropout={dropout}. Use "
+                               "model.path=auto (the explicit formula while dropout is on) or model.dropout=0.")
+        self.dim, self.heads, self.head_dim = dim, heads, dim // heads
+        self.dropout, self.causal, self.path = dropout, causal, path
+        self.q_proj = nn.Linear(dim, dim, bias=bias)
+        self.k_proj = nn.Linear(dim, dim, bias=bias)
+        self.v_proj = nn.Linear(dim, dim, bias=bias)
+        self.out_proj = nn.Linear(dim, dim, bias=bias) if out_proj else nn.Identity()
+
+    def forward(
+        self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``x`` (B, Lq, C) to ``context`` (B, Lk, C); return (out, weights (B, H, Lq, Lk) or None)."""
+        context = x if context is None else context
+        check_inputs(x, context, mask, self.heads)
+        q, k, v = (self._split(p(t)) for p, t in ((self.q_proj, x), (self.k_proj, context), (self.v_proj, context)))
+        out, weights = self.attend(q, k, v, mask, need_weights)  # (B, H, Lq, D)
+        out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Lq, C)
+        return self.out_proj(out), weights
+
+    def _split(self, t: Tensor) -> Tensor:
+        b, length, _ = t.shape
+        return t.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, D)
+
+    def score(self, q: Tensor, k: Tensor) -> Tensor:
+        """Attention logits before masking and softmax.  # (B, H, Lq, Lk)"""
+        raise NotImplementedError
+
+    def full_mask(self, mask: Tensor | None, q: Tensor, k: Tensor) -> Tensor | None:
+        """The caller's mask, combined with the causal mask if the layer is causal."""
+        if not self.causal:
+            return mask
+        tri = causal_mask(q.shape[-2], k.shape[-2], q.device)
+        return tri if mask is None else mask & tri
+
+    def auto_path(self, device: torch.device, head_dim: int) -> str:
+        """The fused path ``auto`` runs on ``device``."""
+        return self.fused_paths[0]
+
+    def path_for(self, device: torch.device, need_weights: bool = False) -> str:
+        """The path a call computes with: ``explicit`` when weights are asked for, when this mixer has no fused path,
+        or while dropout is on and its fused paths have none; else ``model.path`` (``auto``: :meth:`auto_path`)."""
+        dropping = self.training and self.dropout > 0 and not self.fused_dropout
+        if need_weights or not self.fused_paths or self.path == EXPLICIT or dropping:
+            return EXPLICIT
+        return self.auto_path(device, self.head_dim) if self.path == "auto" else self.path
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """softmax(score) @ v on the path :meth:`path_for` picks.  # (B, H, Lq, D)"""
+        path = self.path_for(q.device, need_weights)
+        if path != EXPLICIT:
+            return self.fused(q, k, v, mask, path), None
+        dropout = self.dropout if self.training else 0.0
+        out, weights = softmax_attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), dropout)
+        return out, weights if need_weights else None
+
+    def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
+        """The fused path ``path``: the explicit path's numbers up to rounding, without the weights. ``mask`` is the
+        caller's; the causal mask is the mixer's to add.  # (B, H, Lq, D)"""
+        raise NotImplementedError

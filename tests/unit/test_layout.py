@@ -1,0 +1,101 @@
+"""The package's layout: imports go one way (core <- runs <- callbacks, comparison <- cli), no import cycle even
+through imports inside functions, and no native code (no C sources, no compiler calls, no ctypes)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from helpers import REPO
+
+PACKAGE = REPO / "attnexp"
+# Each layer may import the ones before it, never one after it.
+LAYERS = [
+    {"errors", "rules", "mixers", "networks", "data", "tasks", "figures", "divergence", "module"},
+    {"runs"},
+    {"callbacks", "comparison"},
+    {"cli"},
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports, at module level or inside functions, with the packages whose
+    ``__init__`` each import runs (all but those ``path`` is itself in)."""
+    own = module_name(path)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            while name.startswith("attnexp") and not (own == name or own.startswith(name + ".")):
+                found.add(name)
+                name = name.rpartition(".")[0]
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(path, set(found)) for name, path in found.items()}
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[1] if "." in name else ""
+    return next((i for i, names in enumerate(LAYERS) if top in names), 0)
+
+
+def test_no_import_cycle_even_through_imports_inside_functions():
+    assert cycle(graph()) is None, f"import cycle: {' -> '.join(cycle(graph()) or [])}"
+
+
+def test_imports_go_from_the_command_line_to_the_core_never_back():
+    wrong = [f"{a} imports {b}" for a, targets in graph().items() for b in targets
+             if layer(b) > layer(a) or (layer(a) == layer(b) == 2 and a.split(".")[1] != b.split(".")[1])]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_native_code_in_the_package():
+    """Nothing is compiled on the user's machine: no C sources, no subprocess (a compiler call) and no ctypes."""
+    sources = [p for p in PACKAGE.rglob("*") if p.suffix in (".c", ".cc", ".cpp", ".h", ".so")]
+    assert not sources, sources
+    for path in PACKAGE.rglob("*.py"):
+        names = {a.name.split(".")[0] for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not names & {"ctypes", "subprocess", "cffi"}, f"{path} imports {names & {'ctypes', 'subprocess', 'cffi'}}"
