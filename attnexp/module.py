@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
-from attnexp.divergence import DivergedError, LossWatch
+from attnexp.divergence import LossWatch
 from attnexp.rules import check
 from attnexp.tasks import Task
-
 
 # training_step takes the loader's iterator on purpose; Lightning warns that this is experimental and batch_idx approximate.
 warnings.filterwarnings("ignore", message=r".*`dataloader_iter`", module="pytorch_lightning")

@@ -7,7 +7,8 @@ once. Imports nothing heavy.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from attnexp.errors import AttnexpError
 

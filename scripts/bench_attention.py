@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -42,7 +42,12 @@ def variants() -> dict[str, Kernel]:
     if torch.cuda.is_available():
         mixers["euclid flex"] = EuclidAttention(width, heads=H, eps=EPS, path="flex")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    return {name: (lambda m: lambda q, k, v: m.attend(q, k, v, None, False)[0])(m.to(device)) for name, m in mixers.items()}
+    return {name: attend_of(m.to(device)) for name, m in mixers.items()}
+
+
+def attend_of(mixer: torch.nn.Module) -> Kernel:
+    """The mixer's path for (B, H, L, D) q, k, v: what its forward calls after the projections."""
+    return lambda q, k, v: mixer.attend(q, k, v, None, False)[0]
 
 
 def inputs(length: int) -> tuple[torch.Tensor, ...]:

@@ -48,8 +48,8 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from attnexp.cli.cuda_check import plain_cuda_check_without_driver
-from attnexp.data import patchify
 from attnexp.cli.train import CONFIG_DIR, build_net, train
+from attnexp.data import patchify
 from attnexp.module import TaskModule
 
 SEED = 0
@@ -94,7 +94,7 @@ class StepTimer(pl.Callback):
     """Wall time per optimizer step of A: each Lightning call's time over the steps it made (CPU work is
     synchronous, so no device sync is needed)."""
 
-    last: "StepTimer"
+    last: StepTimer
 
     def __init__(self) -> None:
         self.times: list[float] = []

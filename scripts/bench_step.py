@@ -17,8 +17,8 @@ import argparse
 import os
 import statistics
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import torch
 from torch import nn

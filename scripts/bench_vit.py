@@ -29,15 +29,15 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from attnexp.mixers import DotAttention
 from attnexp.data import BatchAugment, CIFAR10DataModule
 from attnexp.data.cifar10 import CIFAR10FilesOnly
+from attnexp.mixers import DotAttention
 from attnexp.module import TaskModule
 from attnexp.networks import VisionTransformer
 from attnexp.tasks import ImageClassification
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cifar10_files import random_cifar10  # noqa: E402  (the tests' writer of CIFAR-10 files)
+from cifar10_files import random_cifar10
 
 
 class Throughput(pl.Callback):

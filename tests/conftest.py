@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import run_cli
 
 SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (pytest -m "not slow" leaves them out)

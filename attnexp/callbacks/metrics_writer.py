@@ -10,7 +10,6 @@ import pytorch_lightning as pl
 
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
-from attnexp.mixers import MultiHeadAttention
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import hydra_files
 

@@ -9,8 +9,8 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
-from attnexp.mixers import MultiHeadAttention, TokenMixer
 from attnexp.callbacks.figures import forward_with_weights
+from attnexp.mixers import MultiHeadAttention, TokenMixer
 
 PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from attnexp.comparison.files import OUTPUTS, OverwriteError, write_all
 from attnexp.comparison.render import markdown

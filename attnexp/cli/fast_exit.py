@@ -7,7 +7,8 @@ import atexit
 import os
 import sys
 import threading
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 
 def run_then_exit(main: Callable[[], Any]) -> NoReturn:

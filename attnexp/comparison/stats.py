@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 LEVEL = 0.95  # confidence level of every interval
 ALPHA = 0.05  # a difference with p below this is reported as real

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from attnexp.comparison.chance import at_chance, best_acc, chance
 from attnexp.comparison.stats import Difference, Spread, difference, spread, verdict
@@ -83,7 +83,7 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     """Group ``runs`` by configuration and compare every configuration with ``baseline`` (a config name or one of
     its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
     metrics.json keys to compare (no better direction: their verdicts say higher or lower)."""
-    metrics = summary_metrics(runs) | {c: "" for c in columns}
+    metrics = summary_metrics(runs) | dict.fromkeys(columns, "")
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
     rows = group(runs, lambda r: r.config())
     base = pick_baseline(rows, baseline)
@@ -158,7 +158,7 @@ def baseline_spec(base: Row | None, wanted: str | None) -> dict[str, str]:
         return {}
     named = wanted or ("model=dot" if "model=dot" in base.config.split(",") else base.config)
     pairs = [s.split("=", 1) for s in named.split(",") if "=" in s]
-    return {k: v for k, v in pairs} if pairs else dict(base.runs[0].settings)
+    return dict(pairs) if pairs else dict(base.runs[0].settings)
 
 
 def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None) -> tuple[list[Row], str, str]:

@@ -8,26 +8,26 @@ from attnexp.data.dates import DatesDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
 from attnexp.data.listops import ListOpsDataModule
+from attnexp.data.mnist import MNISTDataModule
 from attnexp.data.mqar import MQARDataModule
+from attnexp.data.pairs import PairsDataModule
 from attnexp.data.recall import RecallDataModule
 from attnexp.data.selective_copy import SelectiveCopyDataModule
 from attnexp.data.seqops import SeqOpsDataModule
-from attnexp.data.mnist import MNISTDataModule
-from attnexp.data.pairs import PairsDataModule
 from attnexp.data.text import TextDataModule
 from attnexp.data.vocabulary import Vocabulary
 
 __all__ = [
     "BatchAugment",
-    "CaptionsDataModule",
     "CIFAR10DataModule",
+    "CaptionsDataModule",
     "CorpusDataModule",
     "DatesDataModule",
     "DigitsDataModule",
     "ImageDataModule",
     "ListOpsDataModule",
-    "MQARDataModule",
     "MNISTDataModule",
+    "MQARDataModule",
     "PairsDataModule",
     "RecallDataModule",
     "SelectiveCopyDataModule",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -19,9 +20,9 @@ BATCH_FILES = list(OFFICIAL_MD5)
 class CIFAR10FilesOnly(CIFAR10):
     """torchvision's CIFAR10 that requires the batch files to exist instead of matching the official md5 sums."""
 
-    train_list = [[name, None] for name, _ in CIFAR10.train_list]
-    test_list = [[name, None] for name, _ in CIFAR10.test_list]
-    meta = {**CIFAR10.meta, "md5": None}
+    train_list: ClassVar = [[name, None] for name, _ in CIFAR10.train_list]
+    test_list: ClassVar = [[name, None] for name, _ in CIFAR10.test_list]
+    meta: ClassVar = {**CIFAR10.meta, "md5": None}
 
 
 class CIFAR10DataModule(ImageDataModule):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-import torch
 import pytorch_lightning as pl
+import torch
 from torch import Tensor
 
 from attnexp.data.tensor_loader import SplitLoaders
@@ -113,6 +113,6 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
 def unpatchify(tokens: Tensor, channels: int, patch_size: int) -> Tensor:
     """Inverse of :func:`patchify` for square images.  # (N, L, C*p*p) -> (N, C, H, W)"""
     n, length, _ = tokens.shape
-    side, p = int(round(length**0.5)), patch_size
+    side, p = round(length**0.5), patch_size
     patches = tokens.reshape(n, side, side, channels, p, p).permute(0, 3, 1, 4, 2, 5)  # (N, C, H/p, p, W/p, p)
     return patches.reshape(n, channels, side * p, side * p)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from typing import Union
 
 import torch
 from torch import Tensor
@@ -16,7 +15,7 @@ PAD = "[pad]"
 OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
 TOKENS = (PAD, *map(str, range(10)), *OPERATORS, "]")
 IDS = {token: i for i, token in enumerate(TOKENS)}
-Expression = Union[int, tuple]  # a digit, or (operator, [arguments])
+Expression = int | tuple  # a digit, or (operator, [arguments])
 
 
 def value(expression: Expression) -> int:

@@ -11,7 +11,6 @@ from torch import Tensor
 from attnexp.data.image_datamodule import ImageDataModule
 from attnexp.errors import AttnexpError
 
-
 # file name -> (magic number, number of dimensions)
 IDX_FILES = {
     "train-images-idx3-ubyte": (2051, 3),

@@ -3,7 +3,8 @@ parallel-text downloads."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
 from attnexp.data.text import read_text, split_fractions

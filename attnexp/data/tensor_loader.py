@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -55,7 +55,7 @@ class BatchIndexSampler(Sampler[Tensor]):
         return rank, world, self.size // world
 
     def __len__(self) -> int:
-        return -(-self._share()[2] // self.batch_size)
+        return (self._share()[2] + self.batch_size - 1) // self.batch_size  # the last batch may be short
 
     def __iter__(self) -> Iterator[Tensor]:
         # A generator: the order is drawn at the first batch, after Lightning's set_epoch,

@@ -47,7 +47,7 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
 
 def split_fractions(val_fraction: float, test_fraction: float) -> tuple[float, float, float]:
     """The train, val and test shares of a file split by position, or an error for shares that cannot split it."""
-    if not (0 < val_fraction and 0 < test_fraction and val_fraction + test_fraction < 1):
+    if not (val_fraction > 0 and test_fraction > 0 and val_fraction + test_fraction < 1):
         raise AttnexpError(
             f"data.val_fraction={val_fraction} and data.test_fraction={test_fraction} must each be above 0 and "
             "sum to less than 1: the file is split by position into train, val and test parts. E.g. 0.1 and 0.1."

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -52,7 +53,7 @@ class Vocabulary:
         self.unk_id = self.ids[UNK]
 
     @classmethod
-    def build(cls, tokens: Iterable[str], level: str, specials: tuple[str, ...] = (UNK,)) -> "Vocabulary":
+    def build(cls, tokens: Iterable[str], level: str, specials: tuple[str, ...] = (UNK,)) -> Vocabulary:
         """Vocabulary of ``specials`` (which must hold ``[unk]``), then every other distinct token in ``tokens``."""
         counts = Counter(tokens)
         for special in specials:
@@ -82,5 +83,5 @@ class Vocabulary:
         return {"vocab": self.tokens, "level": self.level}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "Vocabulary":
+    def from_state(cls, state: dict[str, Any]) -> Vocabulary:
         return cls(state["vocab"], state["level"])

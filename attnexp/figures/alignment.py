@@ -5,11 +5,11 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import Tensor  # noqa: E402
+import matplotlib.pyplot as plt
+import torch.nn.functional as F
+from torch import Tensor
 
-from attnexp.figures.images import WEIGHT_SCALE  # noqa: E402
+from attnexp.figures.images import WEIGHT_SCALE
 
 
 def label(token: str) -> str:
@@ -54,7 +54,7 @@ def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], 
         if maps is None:
             continue
         m = maps[r]
-        side = int(round((m.shape[-1] * height / width) ** 0.5))  # patch rows: the patches are square
+        side = round((m.shape[-1] * height / width) ** 0.5)  # patch rows: the patches are square
         grid = m.float().mean(0).view(len(output), side, -1)  # (T, rows, columns)
         heat = F.interpolate(grid[None], size=(height, width), mode="nearest")[0]  # (T, H, W)
         for c, (token, h) in enumerate(zip(output, heat), start=1):

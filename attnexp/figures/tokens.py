@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from torch import Tensor  # noqa: E402
+import matplotlib.pyplot as plt
+from torch import Tensor
 
 
 def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnexp.mixers.multihead import MultiHeadAttention, zero_empty_rows
 from attnexp.errors import AttnexpError
+from attnexp.mixers.multihead import MultiHeadAttention, zero_empty_rows
 
 MAX_TEMPERATURE = 100.0
 

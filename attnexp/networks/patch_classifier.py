@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError

@@ -3,7 +3,7 @@ self-attention and the decoder's cross-attention to the encoder output."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 FILE = "metrics.json"
 # running -> trained (fit done, test to come) -> ok; or failed, diverged, interrupted

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -46,7 +47,7 @@ class AnswerTokens(Task):
     generalisation). Best checkpoint by ``val/acc``.
     """
 
-    summary = {"test/acc": "max", "test/seq_acc": "max", "val/acc_best": "max"}
+    summary: ClassVar[dict[str, str]] = {"test/acc": "max", "test/seq_acc": "max", "val/acc_best": "max"}
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max", lengths: Sequence[int] | None = None) -> None:
         super().__init__(monitor, mode)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -26,7 +27,7 @@ class Task:
     metrics a comparison reports, each with its better direction (``max`` or ``min``).
     """
 
-    summary: dict[str, str] = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}
+    summary: ClassVar[dict[str, str]] = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max") -> None:
         if mode not in MODES:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor
 
@@ -19,7 +19,7 @@ class NextToken(Task):
     ``validation_sample(max_tokens)``.
     """
 
-    summary = {"test/ppl": "min", "val/loss": "min", "test/acc": "max"}
+    summary: ClassVar[dict[str, str]] = {"test/ppl": "min", "val/loss": "min", "test/acc": "max"}
 
     def __init__(self, monitor: str = "val/loss", mode: str = "min", max_tokens: int = 24, top_k: int = 15) -> None:
         super().__init__(monitor, mode)

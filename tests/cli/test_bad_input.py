@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from helpers import read_metrics, run_dirs
-from helpers import fake_mnist
+from helpers import fake_mnist, read_metrics, run_dirs
 
 # (overrides, words the message must contain, exit status)
 CASES = {
@@ -73,7 +71,7 @@ def test_corrupt_idx_file(cli, tmp_path, damage):
     images = data / "MNIST" / "raw" / "train-images-idx3-ubyte"
     raw = images.read_bytes()
     images.write_bytes(raw[:-100] if damage == "truncate" else b"\x00\x00\x08\x04" + raw[4:])
-    root, proc = cli("data=mnist", "data.download=false", "data.val_size=20", f"paths.data_dir={data}", check=False)
+    _root, proc = cli("data=mnist", "data.download=false", "data.val_size=20", f"paths.data_dir={data}", check=False)
     assert proc.returncode == 2
     expected = "is truncated or corrupt" if damage == "truncate" else "is not an MNIST IDX file: magic number 2052"
     output = proc.stdout + proc.stderr

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from helpers import FAST, read_metrics, run_dirs
-from helpers import options, read_events
+from helpers import FAST, options, read_events, read_metrics, run_dirs
 
 VARIANTS = options("model")  # every option in configs/model
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variant_trains_on_digits(cli, variant):
-    root, proc = cli(f"model={variant}", *FAST)
+    root, _proc = cli(f"model={variant}", *FAST)
     (run,) = run_dirs(root / "outputs")
     assert run.name.endswith(f"_{variant}_digits")
     metrics = read_metrics(run)

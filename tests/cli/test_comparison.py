@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import read_events, read_metrics, run_dirs
 
 from attnexp.callbacks.tensorboard_hparams import CURATED
-from helpers import read_metrics, run_dirs
-from helpers import read_events
 
 LRS = ("0.001", "0.01")
 

@@ -11,7 +11,7 @@ SMALL = ["data.train_size=200", "data.val_size=40", "data.test_size=40", "traine
 
 
 def test_the_suite_runs_every_task_and_tables_them(cli):
-    root, proc = cli("--multirun", "experiment=diagnostics", "model=dot,masked", "seed=0", *SMALL)
+    root, _proc = cli("--multirun", "experiment=diagnostics", "model=dot,masked", "seed=0", *SMALL)
     (sweep,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
     records = {p.relative_to(sweep).as_posix(): read_metrics(p) for p in run_dirs(sweep)}
     tasks = ("listops", "mqar", "recall", "selective_copy", "seqops")

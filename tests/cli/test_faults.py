@@ -7,10 +7,9 @@ import signal
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import SLOW, read_metrics, run_cli, run_dirs, start, wait_for_epochs
 from torch import nn
 
-from helpers import read_metrics, run_cli, run_dirs
-from helpers import SLOW, start, wait_for_epochs
 from attnexp.data import DigitsDataModule
 from attnexp.module import DivergedError, TaskModule
 from attnexp.tasks import ImageClassification
@@ -95,7 +94,7 @@ def test_divergence_stops_at_once_and_keeps_last_good_checkpoint(tmp_path):
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_last=True, monitor="val/acc", mode="max")
     trainer = pl.Trainer(max_epochs=5, callbacks=[ckpt], logger=False, enable_progress_bar=False,
                          enable_model_summary=False, default_root_dir=tmp_path)
-    with pytest.raises(DivergedError, match="at step 45 .*last.ckpt still holds the last good epoch"):
+    with pytest.raises(DivergedError, match=r"at step 45 .*last\.ckpt still holds the last good epoch"):
         trainer.fit(module, datamodule=dm)
     assert trainer.global_step <= 50  # stopped within one check interval
     state = torch.load(tmp_path / "last.ckpt", weights_only=True)

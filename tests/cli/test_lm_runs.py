@@ -10,11 +10,10 @@ import sys
 
 import pytest
 import torch
+from helpers import REPO, read_events, read_metrics, run_dirs
 
-from attnexp.errors import AttnexpError
 from attnexp.cli.predict import find_checkpoint
-from helpers import REPO, read_metrics, run_dirs
-from helpers import read_events
+from attnexp.errors import AttnexpError
 
 QUIET = ["callbacks.progress_bar.refresh_rate=0"]
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: one thread beats two fighting over shared cores

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from helpers import read_metrics, run_dirs
-from helpers import read_events
+from helpers import read_events, read_metrics, run_dirs
 from test_lm_runs import ONE_THREAD, QUIET, run_predict
 
 SMALL = ["trainer.max_epochs=1", "trainer.limit_train_batches=5", "net.dim=16", "data.batch_size=16", *QUIET]

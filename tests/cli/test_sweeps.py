@@ -6,11 +6,10 @@ import csv
 import signal
 
 import pytest
+from helpers import SLOW, read_metrics, run_dirs, start, wait_for_epochs
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from helpers import read_metrics, run_dirs
-from helpers import SLOW, start, wait_for_epochs
 from attnexp.cli.train import CONFIG_DIR
 
 QUIET = "callbacks.progress_bar.refresh_rate=0"
@@ -34,7 +33,7 @@ def test_failing_job_is_recorded_and_others_run(cli):
 
 def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
     """test=false: a job is done when fit ends. Validating every other epoch: the plateau schedule skips the others."""
-    root, proc = cli("--multirun", "model=dot,se", "test=false", "module/scheduler=plateau", "trainer.max_epochs=2",
+    root, _proc = cli("--multirun", "model=dot,se", "test=false", "module/scheduler=plateau", "trainer.max_epochs=2",
                      "trainer.check_val_every_n_epoch=2", "paths.log_dir=outputs", QUIET)
     sweep = sweep_dir(root)
     assert not any("paths.log_dir" in p.name for p in run_dirs(sweep))  # the root is not part of a job's name
@@ -54,12 +53,12 @@ def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
         wait_for_epochs(tmp_path, proc, 1)
         done = [p for p in run_dirs(tmp_path / "outputs") if read_metrics(p)["status"] == "ok"]
         if done and len(run_dirs(tmp_path / "outputs")) == 2:
-            other = [p for p in run_dirs(tmp_path / "outputs") if p not in done][0]
+            other = next(p for p in run_dirs(tmp_path / "outputs") if p not in done)
             if (other / "checkpoints" / "last.ckpt").exists():
                 first = done[0]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    interrupted = [p for p in run_dirs(tmp_path / "outputs") if p != first][0]
+    interrupted = next(p for p in run_dirs(tmp_path / "outputs") if p != first)
     assert read_metrics(interrupted)["status"] == "running"
     finished_mtime = (first / "metrics.json").stat().st_mtime
     run_cli(tmp_path, *args, "resume=true")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from cifar10_files import random_cifar10
+from helpers import FAST, compose_cfg, fake_mnist, read_metrics, run_dirs
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-from cifar10_files import random_cifar10
 from attnexp.errors import AttnexpError
-from helpers import FAST, read_metrics, run_dirs
-from helpers import compose_cfg
-from helpers import fake_mnist
 
 VARIANTS = ["dot", "euclid", "masked", "se", "mlp"]
 SMALL_VIT = ["net=vit", "net.dim=32", "net.depth=2", "net.heads=2"]

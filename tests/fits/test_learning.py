@@ -10,6 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from helpers import causal_mixers, model_factory
 
 from attnexp.callbacks.telemetry import AttentionTelemetry
 from attnexp.cli.predict import next_token_probs
@@ -20,7 +21,6 @@ from attnexp.mixers import DotAttention
 from attnexp.module import TaskModule
 from attnexp.networks import LanguageModel, PatchClassifier
 from attnexp.tasks import AnswerTokens, ImageClassification, NextToken
-from helpers import causal_mixers, model_factory
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,8 +13,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from attnexp.mixers import DotAttention
 from attnexp.data import DigitsDataModule
+from attnexp.mixers import DotAttention
 from attnexp.module import TaskModule
 from attnexp.networks import PatchClassifier
 from attnexp.tasks import ImageClassification

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-
-from attnexp.data import MQARDataModule, RecallDataModule, SeqOpsDataModule
-from attnexp.data.synthetic import NO_TARGET
-from attnexp.module import TaskModule
-from attnexp.networks import LanguageModel, SequenceClassifier
-from attnexp.tasks import AnswerTokens
 from helpers import model_factory
 
+from attnexp.data import MQARDataModule
+from attnexp.data.synthetic import NO_TARGET
+from attnexp.networks import LanguageModel, SequenceClassifier
+from attnexp.tasks import AnswerTokens
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
-import pytest
 
-from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation, causal_mask
 from attnexp.errors import AttnexpError
+from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation, causal_mask
 
 
 def test_dot_matches_sdpa_and_torch_multihead():
@@ -136,9 +136,9 @@ def test_bad_dims_are_explained():
         DotAttention(dim=10, heads=3)
     with pytest.raises(AttnexpError, match="heads must be between 1 and dim"):
         DotAttention(dim=4, heads=8)
-    with pytest.raises(AttnexpError, match="model.eps=0.0 is not allowed"):
+    with pytest.raises(AttnexpError, match=r"model\.eps=0\.0 is not allowed"):
         EuclidAttention(dim=4, eps=0.0)
-    with pytest.raises(AttnexpError, match="model.heads=0 is not allowed"):
+    with pytest.raises(AttnexpError, match=r"model\.heads=0 is not allowed"):
         DotAttention(dim=4, heads=0)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from cifar10_files import random_cifar10
+from helpers import assert_prepare_data_leaves_reading_to_setup
 
 from attnexp.data import CIFAR10DataModule
 from attnexp.errors import AttnexpError
-from cifar10_files import random_cifar10
-from helpers import assert_prepare_data_leaves_reading_to_setup
 
 
 def test_reads_the_batch_files_as_uint8_and_splits(tmp_path):
@@ -67,7 +67,7 @@ def test_missing_cifar_says_where_it_looked(tmp_path, step):
     random_cifar10(tmp_path, n_train=100, n_test=20)
     (tmp_path / "cifar-10-batches-py" / "test_batch").unlink()
     dm = CIFAR10DataModule(root=str(tmp_path), download=False, verify_checksums=False)
-    with pytest.raises(AttnexpError, match="missing: test_batch;.*ATTNEXP_DATA_DIR") as err:
+    with pytest.raises(AttnexpError, match=r"missing: test_batch;.*ATTNEXP_DATA_DIR") as err:
         getattr(dm, step)()
     assert str(tmp_path / "cifar-10-batches-py") in str(err.value)
 

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
-from hydra.utils import instantiate
-
 from helpers import compose_cfg, options
-
+from hydra.utils import instantiate
 
 CASES = [(g, o) for g in ("data", "model", "net", "task", "trainer", "logger", "callbacks", "module", "experiment") for o in options(g)]
 
@@ -98,8 +96,9 @@ def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task
 @pytest.mark.parametrize("mode,best,current,replaces", [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False),
                                                         ("min", 0.2, 0.2, True), ("min", 0.2, 0.3, False)])
 def test_a_tie_with_the_best_epoch_goes_to_the_later_one(mode, best, current, replaces):
-    import torch
     from types import SimpleNamespace
+
+    import torch
 
     from attnexp.callbacks.checkpoints import BestCheckpoint
 

@@ -34,7 +34,7 @@ def test_shapes_determinism_and_no_leakage(name):
         x, y = dm.splits[split]
         assert x.shape == (size, dm.context) and x.dtype == torch.long
         assert y.shape == ((size,) if dm.num_classes else (size, dm.context))
-        assert 0 <= int(x.min()) and int(x.max()) < dm.vocab_size
+        assert int(x.min()) >= 0 and int(x.max()) < dm.vocab_size
     again, other = made(name), made(name, split_seed=1)
     for split in ("train", "val", "test"):
         assert torch.equal(dm.splits[split][0], again.splits[split][0]) and torch.equal(dm.splits[split][1], again.splits[split][1])

@@ -206,7 +206,7 @@ def test_bfloat16_autocast_computes_in_float32():
     x = torch.randn(1, 64, 16, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         fast, _ = attn(x)
-        explicit_out, weights = attn(x, need_weights=True)
+        explicit_out, _weights = attn(x, need_weights=True)
         inside = torch.autograd.grad(fast.float().sum(), x, retain_graph=True)[0]
     assert fast.dtype == explicit_out.dtype == torch.bfloat16 and torch.isfinite(fast).all()
     torch.testing.assert_close(fast.float(), explicit_out.float(), atol=2e-2, rtol=2e-2)
@@ -232,7 +232,7 @@ def test_path_choice():
 
 
 def test_path_options_are_checked():
-    with pytest.raises(AttnexpError, match="model.path='tiled' is not a path of this mixer.*auto, explicit, fused, flex"):
+    with pytest.raises(AttnexpError, match=r"model\.path='tiled' is not a path of this mixer.*auto, explicit, fused, flex"):
         EuclidAttention(8, path="tiled")
     with pytest.raises(AttnexpError, match="no attention dropout"):
         EuclidAttention(8, path="fused", dropout=0.1)
@@ -241,7 +241,7 @@ def test_path_options_are_checked():
 @pytest.mark.parametrize("eps", [1e-45, 1e-39, 0.0, -1.0, "tiny"])
 def test_eps_whose_score_overflows_float32_is_refused(eps):
     """1/eps is the score of a key equal to its query: it must be a finite float32 (1e-45 gave NaN rows)."""
-    with pytest.raises(AttnexpError, match="model.eps"):
+    with pytest.raises(AttnexpError, match=r"model\.eps"):
         EuclidAttention(8, eps=eps)
     EuclidAttention(8, eps=1e-38)
 

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-
-import math
 import re
-from functools import partial
 from pathlib import Path
 
 import pytest
-import pytorch_lightning as pl
 import torch
+from helpers import causal_mixers, model_factory
 from omegaconf import OmegaConf
 
-from attnexp.data import CorpusDataModule, Vocabulary
+from attnexp.cli.predict import encode_prompt
+from attnexp.cli.train import CONFIG_DIR, build_net
+from attnexp.data import Vocabulary
 from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.networks import LanguageModel
 from attnexp.networks.positions import SinusoidalPositions
-from attnexp.module import TaskModule
-from attnexp.tasks import NextToken
-from attnexp.cli.predict import encode_prompt, next_token_probs
-from attnexp.cli.train import CONFIG_DIR, build_net
-from helpers import causal_mixers, model_factory, options
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -79,7 +72,7 @@ def test_net_that_does_not_fit_the_data_is_explained():
 
 
 def test_prompt_unknown_words_warn_and_only_unknown_words_fail(capsys):
-    vocab = Vocabulary.build("[bos] el perro come".split(), "word")
+    vocab = Vocabulary.build(["[bos]", "el", "perro", "come"], "word")
     ids = encode_prompt("[bos] el zorro", vocab)
     assert vocab.decode(ids.tolist()) == ["[bos]", "el", "[unk]"]
     assert "read as [unk]: 'zorro'" in capsys.readouterr().err

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import model_factory, options
 
 from attnexp.errors import AttnexpError
-from helpers import model_factory, options
 
 REQUEST = dict(dim=8, num_tokens=5, out_proj=True, heads=2, shared_over_channels=False)
 

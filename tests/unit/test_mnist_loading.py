@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import assert_prepare_data_leaves_reading_to_setup, fake_mnist
 
 from attnexp.data import MNISTDataModule, patchify
 from attnexp.data.image_datamodule import unpatchify
 from attnexp.errors import AttnexpError
-from helpers import assert_prepare_data_leaves_reading_to_setup, fake_mnist
 
 
 def test_mnist_reads_idx_files_and_cuts_patches(tmp_path):

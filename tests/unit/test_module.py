@@ -7,13 +7,11 @@ import os
 from functools import partial
 
 import pytest
-import pytorch_lightning as pl
 import torch
 
 from attnexp.mixers import DotAttention
-from attnexp.data import DigitsDataModule
-from attnexp.networks import PatchClassifier
 from attnexp.module import TaskModule
+from attnexp.networks import PatchClassifier
 from attnexp.tasks import ImageClassification
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytorch_lightning as pl
 import torch
+from helpers import model_factory, options
 
 from attnexp.data import DigitsDataModule
-from helpers import model_factory, options
 
 
 def batches(seed: int, variant: str, epoch: int = 1) -> tuple[list[list[int]], torch.Tensor]:

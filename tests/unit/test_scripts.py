@@ -6,7 +6,6 @@ import runpy
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO
 
 SCRIPTS = sorted((REPO / "scripts").glob("*.py"))

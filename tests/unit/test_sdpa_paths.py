@@ -68,7 +68,7 @@ def test_learned_temperature_starts_at_sqrt_d_is_trained_and_capped():
     assert torch.all(attn.temperature() <= 100.0 + 1e-3)
     fixed = CosineAttention(32, heads=2, temperature=1.0)
     assert "log_temperature" not in dict(fixed.named_parameters())
-    with pytest.raises(AttnexpError, match="model.temperature=0 is not allowed"):
+    with pytest.raises(AttnexpError, match=r"model\.temperature=0 is not allowed"):
         CosineAttention(8, temperature=0)
 
 

@@ -34,7 +34,7 @@ def test_dates_sizes_targets_and_sources_agree():
         assert "".join(dm.source_tokens(x[i])) == source
         day = datetime.date.fromisoformat(target)
         assert source in {render(day, f) for f in dm.formats}
-    assert len({s for s, _ in dm.examples["train"]}) > 500 and len({f for f in dm.formats}) >= 20
+    assert len({s for s, _ in dm.examples["train"]}) > 500 and len(set(dm.formats)) >= 20
 
 
 def test_dates_split_by_date_and_reproducible_from_the_seed():

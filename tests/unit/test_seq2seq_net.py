@@ -7,15 +7,15 @@ import re
 
 import pytest
 import torch
+from helpers import model_factory, options
 from torch import nn
 
-from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation
 from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, explain, root_cause
+from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation
 from attnexp.networks import Seq2Seq
 from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.tasks import Seq2SeqTask
-from helpers import model_factory, options
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

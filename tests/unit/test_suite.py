@@ -9,9 +9,9 @@ import json
 import yaml
 
 from attnexp.cli.compare import main
+from attnexp.comparison.suite import knobs, suite
 from attnexp.comparison.tables import compare
 from attnexp.runs.folders import find_runs
-from attnexp.comparison.suite import knobs, suite
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
 
@@ -72,7 +72,7 @@ def test_a_numeric_setting_the_sweep_varies_gets_a_curve(tmp_path):
     for pairs in (4, 8, 16):
         for model in ("dot", "euclid"):
             for seed in range(2):
-                fake_run(tmp_path / "runs", [f"data.num_pairs={pairs}", f"model={model}", f"module.optimizer.lr=0.001",
+                fake_run(tmp_path / "runs", [f"data.num_pairs={pairs}", f"model={model}", "module.optimizer.lr=0.001",
                                              f"seed={seed}"], 1.0 - pairs / 32 - 0.1 * (model == "euclid") + 0.01 * seed)
     runs = find_runs([tmp_path / "runs"])
     assert knobs(runs, ["module.optimizer.lr"]) == ["data.num_pairs"]

@@ -84,4 +84,4 @@ def test_bad_files_raise_clear_errors(case, tmp_path):
     make, kwargs, message = BAD[case]
     path = make(tmp_path)
     with pytest.raises(AttnexpError, match=message):
-        TextDataModule(str(path) if path else None, **{"context": 4, **kwargs}).spec
+        _ = TextDataModule(str(path) if path else None, **{"context": 4, **kwargs}).spec

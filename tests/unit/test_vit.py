@@ -6,12 +6,12 @@ from functools import partial
 
 import pytest
 import torch
+from helpers import model_factory, options
 
-from attnexp.mixers import DenseMixer, DotAttention, EuclidAttention
 from attnexp.data import patchify
 from attnexp.errors import AttnexpError
+from attnexp.mixers import DenseMixer, DotAttention, EuclidAttention
 from attnexp.networks import VisionTransformer
-from helpers import model_factory, options
 
 VARIANTS = {name: model_factory(name) for name in options("model")}  # each as its config builds it
 

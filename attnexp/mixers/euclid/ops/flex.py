@@ -8,7 +8,7 @@ are recomputed with the explicit formula and put in place of flex's, their gradi
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
