@@ -55,15 +55,16 @@ class TaskModule(pl.LightningModule):
         gradient_clip_algorithm: str = "norm",
         accumulate_grad_batches: int = 1,
         scheduler_interval: str = "epoch",
+        weight_decay_on: str = "all",
     ) -> None:
         super().__init__()
         check("module", steps_per_call=steps_per_call, accumulate_grad_batches=accumulate_grad_batches,
               gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm,
-              scheduler_interval=scheduler_interval)
+              scheduler_interval=scheduler_interval, weight_decay_on=weight_decay_on)
         self.automatic_optimization = False  # several optimizer steps per call: see training_step
         self.steps_per_call, self.accumulate_grad_batches = steps_per_call, accumulate_grad_batches
         self.gradient_clip_val, self.gradient_clip_algorithm = gradient_clip_val, gradient_clip_algorithm
-        self.scheduler_interval = scheduler_interval
+        self.scheduler_interval, self.weight_decay_on = scheduler_interval, weight_decay_on
         self.net, self.task = net, task
         if compile:
             net.compile()  # in place: checkpoints keep the same keys with and without compile
@@ -232,7 +233,13 @@ class TaskModule(pl.LightningModule):
         self._log_stage("test", self.test_loss, self.test_metrics)
 
     def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(params=self.parameters())
+        """The optimizer (over every parameter, or with ``weight_decay_on=matrices`` a group of the weights of 2 or
+        more dimensions and a group of the rest without weight decay, as GPT training does) and its schedule."""
+        params: Any = self.parameters()
+        if self.weight_decay_on == "matrices":
+            kept = [p for p in self.parameters() if p.requires_grad]
+            params = [{"params": [p for p in kept if p.dim() >= 2]}, {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0}]
+        optimizer = self.optimizer_factory(params=params)
         if self.scheduler_factory is None:
             return optimizer
         return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer=optimizer)}  # stepped by _step_scheduler

@@ -14,7 +14,7 @@ from attnexp.errors import AttnexpError
 
 
 class Rule(NamedTuple):
-    kind: type  # int, float (an int passes as a float) or str; bool never passes
+    kind: type  # int, float (an int passes as a float), str or bool; a bool passes as nothing else
     ok: Callable[[Any], bool]
     allowed: str  # what the value must be, for the message
     example: str
@@ -35,7 +35,7 @@ RULES: dict[str, Rule] = {
     "beam": _positive_int("a positive integer (1: greedy decoding; more: beam search with that many hypotheses)"),
     "max_digits": _positive_int("a positive integer (digits per image at most)"),
     "dim": _positive_int("a positive integer, or null for the patch width"),
-    "mlp_ratio": Rule(float, lambda v: v > 0, "a positive number (feed-forward width / dim)", "2.0"),
+    "mlp_ratio": Rule(float, lambda v: v >= 0, "a number >= 0 (feed-forward width / dim; 0: no feed-forward layer)", "2.0"),
     "batch_size": _positive_int(),
     "eval_batch_size": _positive_int(),
     "val_size": _positive_int("a positive integer (validation picks the best checkpoint)"),
@@ -45,6 +45,9 @@ RULES: dict[str, Rule] = {
     "seq_len": _positive_int("a positive integer (tokens per sequence)"),
     "num_pairs": _positive_int("a positive integer (key-value pairs per sequence)"),
     "num_queries": _positive_int("a positive integer, or null for one query per pair"),
+    "power_a": Rule(float, lambda v: 0 < v <= 1, "a number in (0, 1] (query gaps drawn with probability ~ gap^(power_a - 1); 1: uniform)", "0.01"),
+    "distinct_values": Rule(bool, lambda v: True, "true or false (the values of a sequence all differ)", "true"),
+    "answers_shown": Rule(bool, lambda v: True, "true or false (each queried key is followed by its value in the input)", "false"),
     "num_tokens": _positive_int("a positive integer (data tokens to copy)"),
     "max_depth": _positive_int("a positive integer (nested operators)"),
     "max_args": _positive_int("an integer >= 2 (arguments per operator)"),
@@ -53,18 +56,20 @@ RULES: dict[str, Rule] = {
     "patch_size": _positive_int("a positive integer that divides the image size"),
     "context": _positive_int("a positive integer (tokens per window)"),
     "stride": _positive_int("a positive integer (tokens between training windows), or null for the context"),
+    "windows": _positive_int("a positive integer (training windows per epoch at random starts), or null for strided windows"),
     "crop_padding": Rule(int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"),
     "steps_per_call": _positive_int("a positive integer (training batches per Lightning call; the results do not depend on it)"),
     "accumulate_grad_batches": _positive_int("a positive integer (batches whose gradients add up to one optimizer step)"),
     "gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
     "gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' (the gradients' total norm) or 'value' (each element)", "norm"),
     "scheduler_interval": Rule(str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"),
+    "weight_decay_on": Rule(str, lambda v: v in ("all", "matrices"), "'all' or 'matrices' (weights of 2 or more dimensions only)", "matrices"),
 }
 
 
 def _typed(value: Any, kind: type) -> bool:
-    if kind is str:
-        return isinstance(value, str)
+    if kind is str or kind is bool:
+        return isinstance(value, kind)
     if isinstance(value, bool):
         return False
     return isinstance(value, int) if kind is int else isinstance(value, (int, float))

@@ -54,9 +54,10 @@ def write_idx(raw, name: str, array: np.ndarray) -> None:
     (raw / name).write_bytes(header + array.astype(np.uint8).tobytes())
 
 
-def fake_mnist(root, n_train=120, n_test=40, seed=0):
+def fake_mnist(root, n_train=120, n_test=40, seed=0, folder="MNIST"):
+    """Small random IDX files in torchvision's layout (``<root>/<folder>/raw``); returns the arrays written."""
     rng = np.random.default_rng(seed)
-    raw = root / "MNIST" / "raw"
+    raw = root / folder / "raw"
     raw.mkdir(parents=True)
     arrays = {}
     for split, n in (("train", n_train), ("t10k", n_test)):

@@ -8,7 +8,7 @@ from attnexp.data.dates import DatesDataModule
 from attnexp.data.digits import DigitsDataModule
 from attnexp.data.image_datamodule import ImageDataModule, patchify
 from attnexp.data.listops import ListOpsDataModule
-from attnexp.data.mnist import MNISTDataModule
+from attnexp.data.mnist import FashionMNISTDataModule, MNISTDataModule
 from attnexp.data.mqar import MQARDataModule
 from attnexp.data.pairs import PairsDataModule
 from attnexp.data.recall import RecallDataModule
@@ -24,6 +24,7 @@ __all__ = [
     "CorpusDataModule",
     "DatesDataModule",
     "DigitsDataModule",
+    "FashionMNISTDataModule",
     "ImageDataModule",
     "ListOpsDataModule",
     "MNISTDataModule",

@@ -1,8 +1,10 @@
-"""MNIST through torchvision, held whole in memory."""
+"""MNIST and Fashion-MNIST through torchvision, held whole in memory."""
 
 from __future__ import annotations
 
+import gzip
 import math
+import shutil
 import struct
 from pathlib import Path
 
@@ -44,36 +46,68 @@ class MNISTDataModule(ImageDataModule):
     """torchvision's MNIST: 60k training images (split into train/val) and the official 10k test set."""
 
     name, image_size, channels, num_classes = "mnist", 28, 1, 10
+    folder = "MNIST"  # torchvision's folder under the data root, holding raw/
+    package_dir: Path | None = None  # where a system package installs the gzipped files, used before a download
 
     def __init__(self, *args, download: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.download = download
 
+    @property
+    def raw(self) -> Path:
+        return Path(self.root).resolve() / self.folder / "raw"
+
     def prepare_data(self) -> None:
-        """Download the files where one is missing (or explain what is missing); reading them is :meth:`setup`'s."""
-        raw = Path(self.root).resolve() / "MNIST" / "raw"
-        if not all((raw / name).is_file() for name in IDX_FILES):
-            self._read(train=True)
+        """Take the files from the system package where one is missing, else download (or explain what is missing);
+        reading them is :meth:`setup`'s."""
+        if all((self.raw / name).is_file() for name in IDX_FILES):
+            return
+        packaged = [self.package_dir / f"{name}.gz" for name in IDX_FILES] if self.package_dir else []
+        if packaged and all(p.is_file() for p in packaged):
+            self.raw.mkdir(parents=True, exist_ok=True)
+            for path in packaged:
+                with gzip.open(path, "rb") as src, (self.raw / path.stem).open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            return
+        self._read(train=True)
 
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         train, test = self._read(train=True), self._read(train=False)
         return train.data.unsqueeze(1), train.targets, test.data.unsqueeze(1), test.targets
 
-    def _read(self, train: bool):
+    def dataset(self):
+        """torchvision's dataset class for these files."""
         from torchvision.datasets import MNIST
 
-        raw = Path(self.root).resolve() / "MNIST" / "raw"
+        return MNIST
+
+    def _read(self, train: bool):
+        raw = self.raw
         for name, (magic, ndim) in IDX_FILES.items():
             if (raw / name).is_file():
                 check_idx(raw / name, magic, ndim)
         try:
-            return MNIST(self.root, train=train, download=self.download)
+            return self.dataset()(self.root, train=train, download=self.download)
         except (RuntimeError, OSError, ValueError) as err:
+            package = f"install its system package (its files go to {self.package_dir}), " if self.package_dir else ""
             raise AttnexpError(
-                f"Could not load MNIST from {raw} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
+                f"Could not load {self.folder} from {raw} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
                 "Put the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, "
                 "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, optionally .gz) in that folder, "
-                "or point the data root elsewhere with ATTNEXP_DATA_DIR=/path/to/data or "
-                "paths.data_dir=/path/to/data (the folder that holds MNIST/raw), "
+                f"{package}or point the data root elsewhere with ATTNEXP_DATA_DIR=/path/to/data or "
+                f"paths.data_dir=/path/to/data (the folder that holds {self.folder}/raw), "
                 "or allow the download with data.download=true on a machine with network."
             ) from err
+
+
+class FashionMNISTDataModule(MNISTDataModule):
+    """Zalando's Fashion-MNIST in the same layout: 28x28 grey images of 10 kinds of clothing. Read from
+    ``<data root>/FashionMNIST/raw``, else from Debian's ``dataset-fashion-mnist`` package, else downloaded."""
+
+    name, folder = "fashion_mnist", "FashionMNIST"
+    package_dir = Path("/usr/share/datasets/fashion-mnist")
+
+    def dataset(self):
+        from torchvision.datasets import FashionMNIST
+
+        return FashionMNIST

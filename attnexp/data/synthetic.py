@@ -84,8 +84,14 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
 
 
 def distinct(n: int, k: int, low: int, high: int, generator: torch.Generator) -> Tensor:
-    """``k`` distinct integers from [low, high) in each of ``n`` rows, in random order.  # (n, k)"""
-    return torch.rand(n, high - low, generator=generator).argsort(dim=1)[:, :k] + low
+    """``k`` distinct integers from [low, high) in each of ``n`` rows, in random order.  # (n, k)
+
+    The ranks of uniform draws, taken a block of rows at a time so a large range (a vocabulary of 8192) fits in memory."""
+    rows = max(1, 2**24 // (high - low))
+    return torch.cat([
+        torch.rand(min(rows, n - start), high - low, generator=generator).topk(k, dim=1, largest=False).indices
+        for start in range(0, max(n, 1), rows)
+    ]) + low
 
 
 def positions(n: int, k: int, slots: int, generator: torch.Generator) -> Tensor:

@@ -69,6 +69,43 @@ class BatchIndexSampler(Sampler[Tensor]):
             yield from torch.arange(self.size).split(self.batch_size)
 
 
+class StreamWindows(Dataset):
+    """Next-token windows of a token stream, indexed by a tensor of start positions: ``(x, y)`` of ``context`` tokens
+    each, ``y`` one token later.  # (N,) -> (B, T), (B, T)"""
+
+    def __init__(self, ids: Tensor, context: int) -> None:
+        self.cut = ids.unfold(0, context + 1, 1)  # a view: (N - T, T + 1)
+
+    def __len__(self) -> int:
+        return len(self.cut)
+
+    def __getitem__(self, starts: Tensor) -> tuple[Tensor, Tensor]:
+        w = self.cut[starts]  # (B, T + 1)
+        return w[:, :-1], w[:, 1:]
+
+
+class RandomStarts(Sampler[Tensor]):
+    """``count`` window starts a epoch, drawn uniformly from ``[0, size)`` (with replacement, as GPT training samples
+    its batches), in batches of ``batch_size``. The draws of epoch ``e`` depend only on ``seed``, ``e`` and the rank
+    (each rank of data-parallel training draws ``count / world`` of its own), so a resumed run sees the same windows."""
+
+    def __init__(self, count: int, size: int, batch_size: int, seed: int | None = None) -> None:
+        self.count, self.size, self.batch_size = count, size, batch_size
+        self.seed = torch.initial_seed() if seed is None else seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return (self.count // rank_and_world()[1] + self.batch_size - 1) // self.batch_size
+
+    def __iter__(self) -> Iterator[Tensor]:
+        rank, world = rank_and_world()
+        generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch + 7_919 * rank)
+        yield from torch.randint(self.size, (self.count // world,), generator=generator).split(self.batch_size)
+
+
 def tensor_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches a whole batch with one indexing op."""
     return DataLoader(TensorBatches(x, y), sampler=BatchIndexSampler(len(x), batch_size, shuffle), batch_size=None)

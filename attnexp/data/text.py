@@ -9,8 +9,9 @@ from typing import Any
 
 import pytorch_lightning as pl
 from torch import Tensor
+from torch.utils.data import DataLoader
 
-from attnexp.data.tensor_loader import SplitLoaders
+from attnexp.data.tensor_loader import RandomStarts, SplitLoaders, StreamWindows
 from attnexp.data.vocabulary import BOS, EOS, Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
@@ -68,8 +69,10 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
     (``level=char``). The vocabulary comes from the training part only; later
     tokens it lacks become ``[unk]``. Each window holds ``context`` tokens and
     the targets are the same window shifted by one. Training windows start
-    every ``stride`` tokens (default: ``context``, no overlap); val/test windows
-    never overlap. The text is read and split on first use of :attr:`spec`.
+    every ``stride`` tokens (default: ``context``, no overlap), or with ``windows`` an
+    epoch is that many windows at random starts, drawn anew each epoch (as GPT training samples
+    its batches); val/test windows never overlap. The text is read and split on first use of
+    :attr:`spec`.
     """
 
     def __init__(
@@ -82,10 +85,12 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         test_fraction: float = 0.1,
         batch_size: int = 64,
         eval_batch_size: int = 256,
+        windows: int | None = None,
     ) -> None:
         super().__init__()
         check_level(level)
-        check("data", context=context, stride=stride, batch_size=batch_size, eval_batch_size=eval_batch_size)
+        check("data", context=context, stride=stride, batch_size=batch_size, eval_batch_size=eval_batch_size, windows=windows)
+        self.windows = windows
         stride = context if stride is None else stride
         self.path, self.level, self.context, self.stride = path, level, context, stride
         self.fractions = split_fractions(val_fraction, test_fraction)
@@ -141,6 +146,13 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
             name: windows(ids, self.context, self.stride if name == "train" else self.context)
             for name, ids in self.streams.items()
         }
+
+    def train_dataloader(self) -> DataLoader:
+        if self.windows is None:
+            return super().train_dataloader()
+        stream = self.streams["train"]
+        sampler = RandomStarts(self.windows, len(stream) - self.context, self.batch_size)
+        return DataLoader(StreamWindows(stream, self.context), sampler=sampler, batch_size=None)
 
     def validation_sample(self, max_tokens: int) -> Tensor:
         """A validation sentence for figures: from the first ``[bos]`` to its ``[eos]``, else the start.  # (L,)"""

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassExactMatch
 
 from attnexp.data.synthetic import NO_TARGET
 from attnexp.tasks.base import Task
+
+
+def answer_slots(target: Tensor) -> Tensor:
+    """Each row's answer positions in order, padded to the most answers of a row with unscored positions.  # (B, A)"""
+    unscored = (target == NO_TARGET).to(torch.uint8)  # (B, L)
+    most = target.shape[1] - int(unscored.sum(1).min())
+    return unscored.argsort(dim=1, stable=True)[:, :most]
 
 
 class AnswerAccuracy(MulticlassAccuracy):
@@ -53,8 +61,19 @@ class AnswerTokens(Task):
         super().__init__(monitor, mode)
         self.lengths = [int(n) for n in lengths or ()]
 
+    def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
+        """With targets, the logits at the answer positions only (:func:`answer_slots`)."""
+        if y is None or need_weights:
+            return super().forward(net, x, y, need_weights)
+        return net(x, at=answer_slots(y))
+
     def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The mean loss over answers, with the logits and targets as they are.  # (B, L, V), (B, L)"""
+        """The mean loss over answers, with the logits and the targets at the answer slots.  # (B, A, V), (B, A)
+        ``logits`` are those of :meth:`forward` (B, A, V), or of every position (B, L, V)."""
+        slots = answer_slots(target)  # (B, A)
+        if logits.shape[1] != slots.shape[1]:
+            logits = logits.gather(1, slots.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+        target = target.gather(1, slots)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET), logits, target
 
     def count(self, target: Tensor) -> Tensor:

@@ -1,12 +1,14 @@
-"""MNIST goes through torchvision's real parser on small IDX files written here."""
+"""MNIST and Fashion-MNIST go through torchvision's real parser on small IDX files written here."""
 
 from __future__ import annotations
+
+import gzip
 
 import pytest
 import torch
 from helpers import assert_prepare_data_leaves_reading_to_setup, fake_mnist
 
-from attnexp.data import MNISTDataModule, patchify
+from attnexp.data import FashionMNISTDataModule, MNISTDataModule, patchify
 from attnexp.data.image_datamodule import unpatchify
 from attnexp.errors import AttnexpError
 
@@ -72,3 +74,28 @@ def test_sampler_splits_epochs_across_ranks(monkeypatch):
     assert torch.equal(order(0, 1, epoch=1), order(0, 1, epoch=1)) and len(order(0, 1, epoch=1)) == 103
     monkeypatch.setattr(tl, "rank_and_world", lambda: (1, 2))
     assert len(list(tl.BatchIndexSampler(103, 10, shuffle=False))) == 11  # evaluation is not split
+
+
+def test_fashion_mnist_reads_its_folder(tmp_path):
+    arrays = fake_mnist(tmp_path, folder="FashionMNIST")
+    dm = FashionMNISTDataModule(root=str(tmp_path), patch_size=7, val_size=20, download=False)
+    dm.setup()
+    torch.testing.assert_close(dm.splits["test"][1], torch.as_tensor(arrays["t10k"][1]).long())
+    assert dm.spec["num_classes"] == 10
+
+
+def test_fashion_mnist_comes_from_the_debian_package_when_the_folder_is_empty(tmp_path, monkeypatch):
+    """Debian's dataset-fashion-mnist installs the four files gzipped: they are unpacked into the data root."""
+    arrays = fake_mnist(tmp_path / "source", folder="FashionMNIST")
+    package = tmp_path / "package"
+    package.mkdir()
+    for path in (tmp_path / "source" / "FashionMNIST" / "raw").iterdir():
+        (package / f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+    monkeypatch.setattr(FashionMNISTDataModule, "package_dir", package)
+    dm = FashionMNISTDataModule(root=str(tmp_path / "root"), patch_size=7, val_size=20, download=False)
+    dm.prepare_data()
+    dm.setup()
+    torch.testing.assert_close(dm.splits["test"][1], torch.as_tensor(arrays["t10k"][1]).long())
+    monkeypatch.setattr(FashionMNISTDataModule, "package_dir", tmp_path / "not-installed")
+    with pytest.raises(AttnexpError, match=r"FashionMNIST/raw.*system package"):
+        FashionMNISTDataModule(root=str(tmp_path / "empty"), patch_size=7, download=False).prepare_data()
