@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
+from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import PreNormBlock
 from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
@@ -42,7 +43,7 @@ class LanguageModel(nn.Module):
         self.positions = POSITIONS[positions](context, dim)
         self.drop = nn.Dropout(dropout)
         causal = {} if self.causal is None else {"causal": self.causal}
-        mixers = [mixer(dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
+        mixers = [build_mixer(mixer, dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
         self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab_size)
