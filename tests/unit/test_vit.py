@@ -57,7 +57,7 @@ def test_every_variant_runs_with_its_maps(variant):
     for m in maps:  # attention: (B, H, L, L) weights in [0, 1], rows that sum to 1 where distributions; se: gates; mlp: none
         assert m is None or m.shape in ((5, 2, 17, 17), (5, 16))
         if m is not None and m.dim() == 4:
-            assert 0 <= float(m.min()) and float(m.max()) <= 1
+            assert float(m.min()) >= 0 and float(m.max()) <= 1
             if distributions:
                 torch.testing.assert_close(m.sum(-1), torch.ones(5, 2, 17))
             else:  # sigmoid: b = -log n starts every weight near 1/n, so rows start near 1 without being held there
