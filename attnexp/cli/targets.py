@@ -107,10 +107,11 @@ def job_configs(config: DictConfig, config_name: str) -> Iterator[DictConfig]:
 
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    groups = set(config.hydra.runtime.choices)
     yield config
     for override in parsed:
-        key = override.get_key_element()
-        if not override.is_sweep_override() or not ("." not in key or key.endswith("_target_")):
+        key = override.get_key_element().lstrip("+~")
+        if not override.is_sweep_override() or not (key in groups or key.endswith("_target_")):
             continue
         try:
             values = list(override.sweep_string_iterator())
