@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from attnexp.cli import search_path
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.targets import check_targets
-from attnexp.errors import EXIT_CODES, AttnexpError, explain
+from attnexp.errors import EXIT_CODES, explain, is_bad_input
 
 search_path.register()
 
@@ -49,8 +49,8 @@ def main(cfg: DictConfig) -> Any:
         hydra_cfg = HydraConfig.get()
         check_targets(cfg, list(hydra_cfg.searchpath), list(hydra_cfg.overrides.task))
         text, passed = report(cfg)
-    except AttnexpError as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+    except Exception as err:  # a module that cannot be loaded, or an option the mixer refuses: bad input
+        if not is_bad_input(err) or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"attnexp-check: {explain(err)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None

@@ -56,7 +56,9 @@ class Kit:
         return torch.randn(*shape, generator=self.gen)
 
     def run(self) -> list[Result]:
-        """Every check, in order; a check that raises fails with the error as its measure."""
+        """Every check, in order; a check that raises fails with the error as its measure. A mixer that cannot be
+        built as configured (a bad option) raises its error here, before any check."""
+        self.build()
         checks = [("shapes", self.shapes), ("batch independence", self.batch_independence),
                   ("no causal leak", self.causal_leak), ("key padding invisible", self.padding_invisible),
                   ("fully masked rows", self.fully_masked_rows), ("weights as declared", self.weights_as_declared),

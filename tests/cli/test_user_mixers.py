@@ -111,3 +111,11 @@ def test_a_bare_target_override_is_refused_with_the_recipe(tmp_path):
     assert proc.returncode == 2 and "would run that class under the name of the model option" in message, message[-2000:]
     assert "configs/model/NAME.yaml" in message and "'_target_: mine_attention.MineAttention'" in message
     assert no_run_folder(folder)
+
+
+def test_the_kit_explains_a_mixer_it_cannot_build_instead_of_checking_it(tmp_path):
+    proc = attnexp(tmp_path, "model=euclid", "model.eps=-1", module="attnexp.cli.check")
+    assert proc.returncode == 2 and "model.eps=-1 is not allowed" in proc.stderr and "PASS" not in proc.stdout, proc.stderr[-2000:]
+    folder = user_folder(tmp_path / "user", target="not_here.MineAttention")
+    proc = attnexp(folder, "model=mine", module="attnexp.cli.check")
+    assert proc.returncode == 2 and "no module 'not_here'" in proc.stderr, proc.stderr[-2000:]
