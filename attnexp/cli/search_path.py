@@ -9,13 +9,15 @@ A user's mixer (or data, net, experiment...) needs no change to attnexp, only Hy
 - ``hydra.searchpath=[file:///some/folder/configs]`` on the command line, Hydra's own way.
 
 The first two are on the search path from the start (a Hydra ``SearchPathPlugin``), so their options appear in
-``--help`` beside the built-in ones. A built-in option keeps its name: a user's file of the same name is hidden.
+``--help`` beside the built-in ones. A built-in option keeps its name: a user's file of the same name is hidden,
+and the commands say so.
 The folder that holds a user's ``configs/`` folder is importable, so ``_target_: mine.MyAttention`` finds
 ``mine.py`` beside it; an installed package is importable anyway.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterable
 from importlib.metadata import entry_points
@@ -49,6 +51,13 @@ def user_search_path() -> list[str]:
     return found + [f"pkg://{ep.value}" for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda ep: ep.name)]
 
 
+def hidden_options(folder: Path) -> list[str]:
+    """The options in a user's ``configs/`` folder that attnexp's own of the same name hide (``model/dot``)."""
+    own = config_dir()
+    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")
+                  if (own / p.relative_to(folder)).is_file())
+
+
 def import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
     """The folders whose modules a user's configs name: each that holds a user's ``configs/`` folder on the search path
     (``searchpath``: ``hydra.searchpath``'s ``file://`` entries) or in the working directory (``run_cwd``: a finished
@@ -79,6 +88,12 @@ class UserConfigs(SearchPathPlugin):
         for entry in user_search_path():
             search_path.append(PROVIDER, entry)
         add_import_folders()
+        local = working_configs()
+        hidden = hidden_options(local) if local else []
+        if hidden:  # a mixer of one's own named like a built-in one would run the built-in under its name
+            logging.getLogger("attnexp").warning(
+                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: attnexp has options of these names, and its own are "
+                "used. Rename yours (e.g. configs/model/mine.yaml) to use them.")
 
 
 def register() -> None:

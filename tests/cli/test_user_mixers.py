@@ -119,3 +119,11 @@ def test_the_kit_explains_a_mixer_it_cannot_build_instead_of_checking_it(tmp_pat
     folder = user_folder(tmp_path / "user", target="not_here.MineAttention")
     proc = attnexp(folder, "model=mine", module="attnexp.cli.check")
     assert proc.returncode == 2 and "no module 'not_here'" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_an_option_named_like_a_built_in_one_is_reported_as_hidden(tmp_path):
+    """A user's configs/model/dot.yaml would silently run attnexp's dot: the commands say so."""
+    folder = user_folder(tmp_path, name="dot")
+    proc = attnexp(folder, "--help")
+    assert f"{folder.resolve()}/configs/model/dot.yaml: attnexp has options of these names" in proc.stderr, proc.stderr[-2000:]
+    assert "attnexp has options of these names" not in attnexp(user_folder(tmp_path / "other"), "--help").stderr
