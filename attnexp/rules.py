@@ -1,8 +1,10 @@
 """Rules for single argument values, each written once.
 
-A constructor applies them to its own arguments (``check("model", heads=heads)``), and the command line
-applies the same rules to the composed config before it imports torch, so a bad value is explained at
-once. Imports nothing heavy.
+A constructor applies them to its own arguments (``check("net", depth=depth)``), and the command line
+applies the same rules to the composed config of the groups whose classes are ours (``net``, ``data``, ``module``)
+before it imports torch, so a bad value is explained at once. A mixer's options are the mixer's: it checks them
+itself when built (the attention mixers apply the ``heads`` and ``dropout`` rules here; euclid its ``eps``),
+and no rule here is applied to a ``model`` key by its name alone. Imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ def _positive_int(allowed: str = "a positive integer") -> Rule:
 RULES: dict[str, Rule] = {
     "heads": _positive_int("a positive integer that divides the token width"),
     "dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1)", "0.1"),
-    "reduction": _positive_int("a positive integer (the se bottleneck is width / reduction units)"),
     "depth": _positive_int(),
     "enc_depth": _positive_int("a positive integer (encoder blocks)"),
     "dec_depth": _positive_int("a positive integer (decoder blocks)"),

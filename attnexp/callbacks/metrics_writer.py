@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
+from attnexp.mixers import MultiHeadAttention
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import hydra_files
 
@@ -51,6 +52,9 @@ class MetricsFileWriter(pl.Callback):
         self.record = metrics_file.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
         task = pl_module.task
         self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
+        paths = sorted({m.path_for(pl_module.device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
+        if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
+            self.record["path"] = ",".join(paths)
         chance = getattr(trainer.datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
         if chance is not None:
             self.record["chance"] = chance

@@ -7,25 +7,26 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnexp.callbacks.figures import forward_with_weights
-from attnexp.mixers import MultiHeadAttention, TokenMixer
+from attnexp.mixers import MultiHeadAttention, is_mixer
 
 PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
 
 
 def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: Tensor | None = None,
-                    self_attention: bool = True) -> dict[str, float]:
+                    self_attention: bool = True, distributions: bool = True) -> dict[str, float]:
     """Means over samples, heads and query rows of one layer's attention.  # weights, scores: (B, H, Lq, Lk)
 
     ``mask`` is the layer's (True = may attend, broadcast to (B, H, Lq, Lk); e.g. a key padding mask).
     Rows that may attend to one key only are left out, and in a self-attention with a mask the rows of
-    tokens that are themselves masked (padding). ``entropy``: row entropy / log(number of keys the row
-    may attend to); ``max_weight``: the largest weight of a row; ``peaked``: the share of rows whose largest weight is over
-    0.99; ``self_weight``: the weight a token puts on itself (self-attention only); ``score_min``,
-    ``score_max``: the range of the finite scores before softmax over allowed pairs; ``nonfinite``: how many
-    allowed scores are NaN or infinite.
+    tokens that are themselves masked (padding). ``max_weight``: the largest weight of a row; ``self_weight``:
+    the weight a token puts on itself (self-attention only); ``score_min``, ``score_max``: the range of the finite
+    scores before the normaliser over allowed pairs; ``nonfinite``: how many allowed scores are NaN or infinite.
+    Weights that are ``distributions`` (softmax) also get ``entropy``: row entropy / log(number of keys the row may
+    attend to), and ``peaked``: the share of rows whose largest weight is over 0.99. Other weights (sigmoid) get
+    ``mass`` instead, the mean sum of a row's weights: an entropy of weights that are no distribution means nothing.
     """
     lq, lk = weights.shape[-2:]
     w = weights.float()
@@ -40,13 +41,13 @@ def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: 
         rows = rows & allowed.any(-2)  # a token no query may attend to is padding: its own row says nothing either
     if not rows.any():
         return {}
-    entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
-    top = w.amax(-1)[..., rows]
-    stats = {
-        "entropy": (entropy / keys[rows].log()).mean().item(),
-        "max_weight": top.mean().item(),
-        "peaked": (top > PEAKED).float().mean().item(),
-    }
+    top = w.amax(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
+    if distributions:
+        entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]
+        stats = {"entropy": (entropy / keys[rows].log()).mean().item(), "max_weight": top.mean().item(),
+                 "peaked": (top > PEAKED).float().mean().item()}
+    else:
+        stats = {"mass": w.sum(-1)[..., rows].mean().item(), "max_weight": top.mean().item()}
     if self_attention and lq == lk:
         stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
     if scores is not None:
@@ -65,17 +66,18 @@ def gate_stats(gates: Tensor) -> dict[str, float]:
 
 
 class ScoreRecorder:
-    """Captures a multi-head layer's projected queries and keys, and the mask and context it was called with,
-    during a forward pass, and gives the scores of its last call."""
+    """Captures the mask and context a mixer was called with during a forward pass and, for a multi-head layer, its
+    projected queries and keys, and gives the scores of its last call."""
 
-    def __init__(self, mixer: MultiHeadAttention) -> None:
+    def __init__(self, mixer: nn.Module) -> None:
         self.mixer, self.outputs, self.calls = mixer, [], []
-        projections = {id(mixer.q_proj): mixer.q_proj, id(mixer.k_proj): mixer.k_proj}  # one module when tied
-        self.hooks = [p.register_forward_hook(lambda module, args, out: self.outputs.append(out)) for p in projections.values()]
-        self.hooks.append(mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True))
+        self.hooks = [mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True)]
+        if isinstance(mixer, MultiHeadAttention):
+            projections = {id(mixer.q_proj): mixer.q_proj, id(mixer.k_proj): mixer.k_proj}  # one module when tied
+            self.hooks += [p.register_forward_hook(lambda module, args, out: self.outputs.append(out)) for p in projections.values()]
 
     def scores(self) -> Tensor | None:
-        """The scores before masking and softmax of the last call recorded.  # (B, H, Lq, Lk)"""
+        """The scores before masking and the normaliser of the last call recorded (multi-head layers).  # (B, H, Lq, Lk)"""
         for hook in self.hooks:
             hook.remove()
         if len(self.outputs) < 2:
@@ -104,17 +106,18 @@ class AttentionTelemetry(pl.Callback):
         devices = [pl_module.device] if pl_module.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's draws stay as they were
             x = next(iter(trainer.datamodule.val_dataloader()))[0][: self.samples]
-        mixers = [m for m in pl_module.net.modules() if isinstance(m, TokenMixer)]
-        recorders = [ScoreRecorder(m) if isinstance(m, MultiHeadAttention) else None for m in mixers]
+        mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
+        recorders = [ScoreRecorder(m) for m in mixers]
         _, maps = forward_with_weights(pl_module, x)
         values: dict[str, float] = {}
         for i, (mixer, recorder, weights) in enumerate(zip(mixers, recorders, maps)):
-            scores = recorder.scores() if recorder else None
+            scores = recorder.scores()
             if weights is None:
                 continue
             if weights.dim() == 4:
-                call = recorder.call if recorder else {}
-                stats = attention_stats(weights, scores, mixer.request.causal, call.get("mask"), call.get("context") is None)
+                call = recorder.call
+                stats = attention_stats(weights, scores, mixer.request.causal, call.get("mask"), call.get("context") is None,
+                                        getattr(mixer, "distributions", False))
             else:
                 stats = gate_stats(weights)
             values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})

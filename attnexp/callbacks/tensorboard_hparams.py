@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 from omegaconf import OmegaConf
 from pytorch_lightning.loggers import TensorBoardLogger
 
-from attnexp.mixers import TokenMixer
+from attnexp.mixers import is_mixer
 from attnexp.runs.folders import hydra_files
 
 # every run's HParams keys (TensorBoard lists those that differ between runs first), then the swept keys
@@ -27,7 +27,7 @@ def curated_hparams(output_dir: Path, pl_module: pl.LightningModule) -> dict[str
     if cfg is None or hydra is None:
         return {}
     choices = hydra.runtime.choices
-    mixers = [m for m in pl_module.net.modules() if isinstance(m, TokenMixer)]
+    mixers = [m for m in pl_module.net.modules() if is_mixer(m)]  # built-in or not (see attnexp.mixers.contract)
     values = {
         "mixer": choices.get("model"), "seed": cfg.get("seed"), "data": choices.get("data"),
         "lr": OmegaConf.select(cfg, "module.optimizer.lr"), "params": sum(p.numel() for p in pl_module.parameters()),

@@ -12,8 +12,10 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli.fast_exit import run_then_exit
+from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR, build_net
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
+from attnexp.runs.folders import hydra_files
 
 if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help answers at once
     from torch import Tensor, nn
@@ -61,6 +63,9 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
             "works on runs of data=corpus, text, dates, pairs and captions."
         )
     spec = data_state.get("spec") or {"vocab_size": len(data_state["vocab"]), "context": data_state["context"]}
+    _, hydra_cfg = hydra_files(folder)
+    if hydra_cfg is not None:  # a mixer of the user's: importable from the folder the run was started in, as then
+        add_import_folders(list(hydra_cfg.searchpath), str(hydra_cfg.runtime.cwd))
     net = build_net(OmegaConf.load(config).net, spec)
     net.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
     return net.eval(), data_state

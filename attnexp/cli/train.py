@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.cli import search_path
 from attnexp.cli.cores import sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.validate import check_config, check_environment, unaccepted
@@ -23,7 +24,8 @@ from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import job_dirname, output_dir, resume_point
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "configs")
+CONFIG_DIR = str(search_path.config_dir())
+search_path.register()  # the user's configs and modules (see attnexp.cli.search_path)
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
 OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
 OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)

@@ -1,8 +1,10 @@
 """Checks on the composed config, so a wrong value fails before training with a clear message.
 
-:func:`check_config` runs before torch is imported: the argument rules that the model, net, data and
-module constructors apply to themselves (:mod:`attnexp.rules`), on the config's values, plus the rules of keys
-no constructor here owns and the checks that span config groups. :func:`check_environment` needs torch.
+:func:`check_config` runs before torch is imported: the argument rules that the net, data and module
+constructors apply to themselves (:mod:`attnexp.rules`), on the config's values, plus the rules of keys
+no constructor here owns and the checks that span config groups. The ``model`` group is left to the mixer:
+its options are its own (a mixer of another package may give ``eps`` or ``reduction`` another meaning), and
+it checks them when it is built. :func:`check_environment` needs torch.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.errors import AttnexpError
 from attnexp.rules import RULES, Rule, check_value
 
-CONSTRUCTED = ("model", "net", "data", "module")  # groups whose objects check their own arguments: the same rules run here first
+CONSTRUCTED = ("net", "data", "module")  # groups whose objects check their own arguments: the same rules run here first
 # keys of the top level, of Lightning's Trainer and of torch's optimizer: no constructor of ours checks them
 CONFIG_RULES = {
     "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),

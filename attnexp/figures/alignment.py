@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.figures.images import WEIGHT_SCALE
+from attnexp.figures.images import weight_scale
 
 
 def label(token: str) -> str:
@@ -18,14 +18,15 @@ def label(token: str) -> str:
 
 def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: list[Tensor]) -> plt.Figure:
     """One row per example, one panel per head: the weight each output token (down) puts on each source token
-    (across), on the [0, 1] scale of the colour bar.  # maps[i]: (H, T_i, S_i)"""
+    (across), on the scale of the colour bar ([0, 1] unless a weight lies outside it).  # maps[i]: (H, T_i, S_i)"""
     rows, heads = len(maps), maps[0].shape[0]
     width = max(len(s) for s in sources)
     fig, axes = plt.subplots(rows, heads, figsize=(0.6 + heads * (0.9 + 0.17 * width), rows * (0.9 + 0.2 * max(map(len, outputs)))), squeeze=False)
+    scale = weight_scale(maps)
     for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):
         for h in range(heads):
             ax = axes[r, h]
-            shown = ax.imshow(m[h].float(), aspect="auto", interpolation="nearest", **WEIGHT_SCALE)
+            shown = ax.imshow(m[h].float(), aspect="auto", interpolation="nearest", **scale)
             ax.set_xticks(range(len(source)), [label(t) for t in source], fontsize=6)
             ax.set_yticks(range(len(output)), [label(t) for t in output], fontsize=7)
             if r == 0:

@@ -11,16 +11,23 @@ from torch import Tensor
 WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so mixers compare
 
 
+def weight_scale(maps: list[Tensor]) -> dict:
+    """The colour scale of attention maps: [0, 1] when every weight lies there (softmax's, sigmoid's), so mixers
+    compare; else the range of the weights drawn, 0 and 1 included (a mixer's weights need not be distributions)."""
+    low, high = min(float(m.min()) for m in maps), max(float(m.max()) for m in maps)
+    return WEIGHT_SCALE if low >= 0.0 and high <= 1.0 else {**WEIGHT_SCALE, "vmin": min(low, 0.0), "vmax": max(high, 1.0)}
+
+
 def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:
     """One row per sample: the input, then every layer's attention per head (queries down, keys across, by patch
-    index; all on the [0, 1] scale of the colour bar). None when no layer has (B, H, L, L) weights."""
+    index; all on one scale, [0, 1] unless a weight lies outside it: :func:`weight_scale`). None when no layer has (B, H, L, L) weights."""
     panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
     if not panels:
         return None
-    cells = []
+    cells, scale = [], weight_scale([data for _, data in panels])
     for r in range(len(images)):
         cells.append((r, 0, images[r].permute(1, 2, 0).squeeze(-1), "input", {"cmap": "gray"}, {}))
-        cells += [(r, c, data[r].float(), title, WEIGHT_SCALE, {}) for c, (title, data) in enumerate(panels, start=1)]
+        cells += [(r, c, data[r].float(), title, scale, {}) for c, (title, data) in enumerate(panels, start=1)]
     fig = panel_figure(cells, len(images), 1 + len(panels), (2.2, 2.35), axis_labels=("query patch", "key patch"))
     width, height = fig.get_size_inches()
     fig.set_size_inches(width + 1.0, height)  # room on the right for the colour bar and its labels

@@ -8,20 +8,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from torch import Tensor
 
+from attnexp.figures.images import WEIGHT_SCALE, weight_scale
+
 
 def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:
     """One heatmap per layer and head, queries down and keys across, tokens on both axes.
 
-    SE gates (L, C) are drawn with tokens down and channels across.
+    SE gates (L, C) are drawn with tokens down and channels across; all on one scale, [0, 1] unless a weight lies
+    outside it.
     """
     heads = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() == 3]  # (H, L, L)
     gates = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() < 3]  # (L, C)
     panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
     panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
+    scale = weight_scale([data for _, data, _ in panels]) if panels else WEIGHT_SCALE
     side = 1.2 + 0.28 * len(tokens)
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
     for ax, (title, data, square) in zip(axes.flat, panels):
-        shown = ax.imshow(data.float(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        shown = ax.imshow(data.float(), aspect="auto", interpolation="nearest", **scale)
         ax.set_title(title, fontsize=9)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
         ax.set_ylabel("query" if square else "token", fontsize=8)

@@ -1,7 +1,9 @@
-"""The multi-head plumbing every attention mixer shares, and softmax attention with masks.
+"""The multi-head plumbing every attention mixer shares, and attention with masks: scores -> normaliser -> masking,
+empty rows and dropout, written once (:func:`attention`).
 
 A mixer subclasses :class:`MultiHeadAttention`, says how a query scores a key (:meth:`~MultiHeadAttention.score`,
-the explicit path) and may offer fused paths that give the same numbers faster (:meth:`~MultiHeadAttention.fused`).
+the explicit path), may replace the softmax by another normaliser (:meth:`~MultiHeadAttention.normalise`,
+saying whether its weights are ``distributions``) and may offer fused paths that give the same numbers faster (:meth:`~MultiHeadAttention.fused`).
 ``model.path`` picks one: ``auto`` (the mixer's fastest that applies), ``explicit`` (the formula through
 autograd: what the weights figures and telemetry use), or a fused path by name. Masks are boolean and broadcast
 to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments are the mixer contract's
@@ -10,6 +12,7 @@ to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -17,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, divisors
-from attnexp.mixers.contract import TokenMixer
+from attnexp.mixers.contract import TokenMixer, check_inputs
 from attnexp.rules import check
 
 EXPLICIT = "explicit"
@@ -34,34 +37,24 @@ def zero_empty_rows(t: Tensor, mask: Tensor | None) -> Tensor:
     return t if mask is None else t.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
 
 
-def softmax_attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0) -> tuple[Tensor, Tensor]:
-    """softmax(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+def softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """The default normaliser: each row of weights a distribution over the keys it may see.  # (B, H, Lq, Lk)"""
+    return scores.softmax(dim=-1)
 
-    Scores come in float32 so large logits (euclid's 1/eps) never overflow under
-    mixed precision; -inf is applied after the score, and a fully masked row
-    yields zeros, not NaN.  # scores (B, H, Lq, Lk), v (B, H, Lk, D)
+
+def attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0,
+              normalise: Callable[[Tensor, Tensor | None], Tensor] = softmax) -> tuple[Tensor, Tensor]:
+    """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+
+    The steps every attention mixer shares, written once: masked scores become -inf, the normaliser (softmax
+    unless the mixer has its own, e.g. sigmoid) turns scores into weights, a fully masked row gets zero weights
+    (0, not NaN), then dropout. Scores come in float32 so large logits (euclid's 1/eps) never overflow under
+    mixed precision.  # scores (B, H, Lq, Lk), v (B, H, Lk, D)
     """
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = zero_empty_rows(scores.softmax(dim=-1), mask).to(v.dtype)
+    weights = zero_empty_rows(normalise(scores, mask), mask).to(v.dtype)
     return F.dropout(weights, dropout, training=dropout > 0) @ v, weights  # (B, H, Lq, D)
-
-
-def check_inputs(x: Tensor, context: Tensor, mask: Tensor | None, heads: int) -> None:
-    """Refuse inputs that would broadcast into wrong numbers: a context of another batch, a mask that is not
-    boolean or does not broadcast to (B, H, Lq, Lk). (A width other than the projections' is refused by them.)"""
-    if x.dim() != 3 or context.dim() != 3:
-        raise ValueError(f"attention takes x (batch, tokens, width) and a context (batch, tokens, width); got x "
-                         f"{tuple(x.shape)} and context {tuple(context.shape)}.")
-    if context.shape[0] != x.shape[0]:
-        raise ValueError(f"the context's batch ({context.shape[0]}) differs from the queries' ({x.shape[0]}): each "
-                         "query sequence attends to its own context sequence.")
-    if mask is None:
-        return
-    full = (x.shape[0], heads, x.shape[1], context.shape[1])
-    if mask.dtype != torch.bool or mask.dim() > 4 or any(m not in (1, f) for m, f in zip(mask.shape[::-1], full[::-1])):
-        raise ValueError(f"the attention mask must be boolean (True = may attend) and broadcast to (batch, heads, "
-                         f"queries, keys) = {full}; got {mask.dtype} {tuple(mask.shape)}.")
 
 
 class MultiHeadAttention(TokenMixer):
@@ -70,11 +63,13 @@ class MultiHeadAttention(TokenMixer):
     ``context`` (keys and values) defaults to ``x``, so the same module does cross-attention.
     A subclass names its fused paths in ``fused_paths`` (the first is ``auto``'s choice unless
     :meth:`auto_path` says otherwise) and computes them in :meth:`fused`; ``fused_dropout`` says whether
-    they apply attention dropout (else training with dropout runs the explicit path).
+    they apply attention dropout (else training with dropout runs the explicit path). The weights come from
+    :meth:`normalise` (softmax unless the subclass says otherwise).
     """
 
     fused_paths: tuple[str, ...] = ()
     fused_dropout = True
+    distributions = True  # softmax: each row of weights sums to 1 (0 when fully masked); a mixer with another normaliser says
 
     def __init__(self, dim: int, *, dropout: float = 0.0, bias: bool = True, path: str = "auto", **request: Any) -> None:
         super().__init__(dim, **request)
@@ -117,8 +112,13 @@ class MultiHeadAttention(TokenMixer):
         return t.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, D)
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
-        """Attention logits before masking and softmax.  # (B, H, Lq, Lk)"""
+        """Attention logits before masking and the normaliser.  # (B, H, Lq, Lk)"""
         raise NotImplementedError
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        """Weights from the scores, masked ones at -inf; ``mask`` is the full mask (causal included) or None. Softmax
+        here; a mixer with another normaliser overrides it and says whether its rows are ``distributions``.  # (B, H, Lq, Lk)"""
+        return softmax(scores, mask)
 
     def full_mask(self, mask: Tensor | None, q: Tensor, k: Tensor) -> Tensor | None:
         """The caller's mask, combined with the causal mask if the layer is causal."""
@@ -140,12 +140,12 @@ class MultiHeadAttention(TokenMixer):
         return self.auto_path(device, self.head_dim) if self.path == "auto" else self.path
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """softmax(score) @ v on the path :meth:`path_for` picks.  # (B, H, Lq, D)"""
+        """normalise(score) @ v on the path :meth:`path_for` picks.  # (B, H, Lq, D)"""
         path = self.path_for(q.device, need_weights)
         if path != EXPLICIT:
             return self.fused(q, k, v, mask, path), None
         dropout = self.dropout if self.training else 0.0
-        out, weights = softmax_attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), dropout)
+        out, weights = attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), dropout, self.normalise)
         return out, weights if need_weights else None
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:

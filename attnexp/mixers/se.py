@@ -7,10 +7,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnexp.mixers.contract import TokenMixer
-from attnexp.rules import check
+from attnexp.mixers.contract import TokenMixer, check_inputs
+from attnexp.rules import Rule, check_value
 
 MIN_SE_UNITS = 4  # a narrower bottleneck can die: one ReLU unit gave the same gates for every input
+REDUCTION = Rule(int, lambda v: v > 0, "a positive integer (the se bottleneck is width / reduction units)", "4")
 
 
 class SqueezeExcitation(TokenMixer):
@@ -29,7 +30,7 @@ class SqueezeExcitation(TokenMixer):
 
     def __init__(self, dim: int, *, reduction: int = 4, **request: Any) -> None:
         super().__init__(dim, **request)
-        check("model", reduction=reduction)
+        check_value("model.reduction", reduction, REDUCTION)
         hidden = max(dim // reduction, min(dim, MIN_SE_UNITS))
         self.causal = self.request.causal
         self.excite = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim), nn.Sigmoid())
@@ -37,6 +38,7 @@ class SqueezeExcitation(TokenMixer):
     def forward(
         self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
+        check_inputs(x, x if context is None else context, mask)
         if self.causal and context is None:
             counts = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)
             squeezed = x.cumsum(dim=1) / counts  # (B, L, C)

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
+from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import PreNormBlock
 from attnexp.networks.positions import POSITIONS, LearnedPositions, check_positions
 from attnexp.rules import check
@@ -73,7 +74,7 @@ class LanguageModel(nn.Module):
         self.positions = POSITIONS[positions](context, dim)
         self.drop = nn.Dropout(dropout)
         causal = {} if self.causal is None else {"causal": self.causal}
-        mixers = [mixer(dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
+        mixers = [build_mixer(mixer, dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
         self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout, bias) for m in mixers)
         self.norm = nn.LayerNorm(dim, bias=bias)
         self.head = nn.Linear(dim, vocab_size, bias=bias)

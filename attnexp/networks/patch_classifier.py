@@ -7,6 +7,7 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
+from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import PreNormBlock
 from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
@@ -47,7 +48,7 @@ class PatchClassifier(nn.Module):
         self.num_classes = num_classes
         self.proj = nn.Linear(token_dim, dim) if dim != token_dim else nn.Identity()
         self.positions = POSITIONS[positions](self.num_tokens, dim) if positions != "none" else None
-        mixers = [mixer(dim=dim, num_tokens=self.num_tokens, out_proj=attn_out_proj) for _ in range(depth)]
+        mixers = [build_mixer(mixer, dim=dim, num_tokens=self.num_tokens, out_proj=attn_out_proj) for _ in range(depth)]
         self.layers = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers) if prenorm else nn.ModuleList(mixers)
         self.head = nn.Sequential(nn.ReLU(), nn.Flatten(1), nn.Dropout(dropout), nn.Linear(self.num_tokens * dim, num_classes))
 

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from attnexp.data.vocabulary import BOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, divisors
+from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import DecoderBlock, PreNormBlock
 from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
@@ -95,12 +96,12 @@ class Seq2Seq(nn.Module):
         own_heads = {} if heads is None else {"heads": heads}
         s = self.source.num_tokens
         self.encoder = nn.ModuleList(
-            PreNormBlock(mixer(dim=dim, num_tokens=s, out_proj=True, **own_heads), dim, mlp_ratio, dropout) for _ in range(enc_depth))
+            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=s, out_proj=True, **own_heads), dim, mlp_ratio, dropout) for _ in range(enc_depth))
         self.enc_norm = nn.LayerNorm(dim)
         self.embed, self.positions = nn.Embedding(tgt_vocab_size, dim), POSITIONS[positions](tgt_len, dim)
         self.decoder = nn.ModuleList(
-            DecoderBlock(mixer(dim=dim, num_tokens=tgt_len, causal=True, out_proj=True, **own_heads),
-                         mixer(dim=dim, num_tokens=s, causal=False, out_proj=True, **own_heads), dim, mlp_ratio, dropout)
+            DecoderBlock(build_mixer(mixer, dim=dim, num_tokens=tgt_len, causal=True, out_proj=True, **own_heads),
+                         build_mixer(mixer, dim=dim, num_tokens=s, causal=False, out_proj=True, **own_heads), dim, mlp_ratio, dropout)
             for _ in range(dec_depth))
         self.drop = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, divisors
+from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import PreNormBlock
 from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
@@ -62,7 +63,7 @@ class VisionTransformer(nn.Module):
         self.drop = nn.Dropout(dropout)
         own_heads = {} if heads is None else {"heads": heads}  # None: the mixer's model.heads
         self.blocks = nn.ModuleList(
-            PreNormBlock(mixer(dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True, **own_heads), dim, mlp_ratio, dropout)
+            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True, **own_heads), dim, mlp_ratio, dropout)
             for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim)

@@ -16,7 +16,8 @@ def test_variant_trains_on_digits(cli, variant):
     metrics = read_metrics(run)
     assert metrics["status"] == "ok"
     assert metrics["mixer"] == variant and metrics["data"] == "digits"
-    assert metrics.get("path") == {"dot": "sdpa", "masked": "sdpa", "l2": "sdpa", "cosine": "sdpa", "euclid": "fused"}.get(variant)
+    paths = {"dot": "sdpa", "masked": "sdpa", "l2": "sdpa", "cosine": "sdpa", "euclid": "fused", "sigmoid": "explicit"}
+    assert metrics.get("path") == paths.get(variant)
     for key in ("test/acc", "val/acc_best", "train/loss", "params", "wall_s", "train_samples_per_s"):
         assert key in metrics, key
     assert 0.0 <= metrics["test/acc"] <= 1.0 and metrics["params"] > 0

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation, causal_mask
+from attnexp.mixers import DotAttention, EuclidAttention, SigmoidAttention, SqueezeExcitation, causal_mask
 
 
 def test_dot_matches_sdpa_and_torch_multihead():
@@ -145,3 +145,41 @@ def test_bad_dims_are_explained():
 @pytest.mark.parametrize("dim,reduction,units", [(4, 4, 4), (2, 4, 2), (49, 4, 12), (64, 4, 16), (8, 1, 8)])
 def test_se_bottleneck_keeps_at_least_four_units(dim, reduction, units):
     assert SqueezeExcitation(dim=dim, reduction=reduction).excite[0].out_features == units
+
+
+def test_sigmoid_is_its_formula_with_b_minus_log_of_the_keys_each_row_sees():
+    """sigmoid(q.k / sqrt(d) - log n): n is the number of keys a row may see under the causal and padding masks."""
+    torch.manual_seed(5)
+    attn = SigmoidAttention(8, heads=2, causal=True)
+    x = torch.randn(2, 5, 8)
+    padding = torch.tensor([[True] * 5, [True, True, True, False, False]])[:, None, None, :]  # (B, 1, 1, L)
+    out, weights = attn(x, mask=padding, need_weights=True)
+    q, k, v = (attn._split(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    allowed = padding & torch.ones(5, 5, dtype=torch.bool).tril()  # (B, 1, L, L)
+    n = allowed.sum(-1, keepdim=True).clamp_min(1)  # row 3 of sample 1 sees 3 keys, not 4
+    expected = torch.sigmoid(q @ k.transpose(-2, -1) / 4**0.5 - n.log()) * allowed
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(out, attn.out_proj((expected @ v).transpose(1, 2).reshape(2, 5, 8)))
+    assert not torch.allclose(weights.sum(-1), torch.ones(2, 2, 5))  # rows are not distributions
+    fused, _ = attn(x, mask=padding)  # without weights: the same formula (sigmoid has no fused path)
+    torch.testing.assert_close(fused, out)
+
+
+def test_sigmoid_takes_a_fixed_bias_and_refuses_one_that_is_not_a_number():
+    torch.manual_seed(6)
+    attn = SigmoidAttention(4, score_bias=-1.5)
+    x = torch.randn(1, 3, 4)
+    _, weights = attn(x, need_weights=True)
+    q, k = attn._split(attn.q_proj(x)), attn._split(attn.k_proj(x))
+    torch.testing.assert_close(weights, torch.sigmoid(q @ k.transpose(-2, -1) / 2 - 1.5))
+    for bad in ("x", float("inf"), True):
+        with pytest.raises(AttnexpError, match=r"model\.score_bias"):
+            SigmoidAttention(4, score_bias=bad)
+
+
+def test_a_fully_masked_row_of_sigmoid_gives_zeros():
+    attn = SigmoidAttention(4, out_proj=False)
+    mask = torch.tensor([[False, False, False], [True, True, True], [True, False, True]])
+    for need_weights in (False, True):
+        out, _ = attn(torch.randn(1, 3, 4), mask=mask, need_weights=need_weights)
+        assert torch.all(out[0, 0] == 0) and torch.isfinite(out).all()

@@ -12,7 +12,7 @@ from attnexp.mixers.euclid.formula import euclid_score
 from attnexp.mixers.euclid.ops import fused
 from attnexp.mixers.euclid.ops.flex import flex_euclid_attention
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
-from attnexp.mixers.multihead import softmax_attention
+from attnexp.mixers.multihead import attention
 
 EPS = 1e-3
 
@@ -31,7 +31,7 @@ def reference(q, k, v, mask=None, eps=EPS):
 
 
 def explicit(q, k, v, mask, scale, eps):
-    return softmax_attention(euclid_score(q, k, scale, eps), v, mask)[0]
+    return attention(euclid_score(q, k, scale, eps), v, mask)[0]
 
 
 def eager_flex(q, k, v, mask, scale, eps):
@@ -125,7 +125,7 @@ def test_keys_at_distance_exactly_zero_share_the_weight(path, tiling):
     q, k, v = (torch.randint(-2, 3, (1, 2, 9, 8)).float() for _ in range(3))
     k[:, :, 2], k[:, :, 6] = q[:, :, 4], q[:, :, 4]
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    weights = softmax_attention(euclid_score(q, k, 8**-0.5, 1e-9), v, None)[1]
+    weights = attention(euclid_score(q, k, 8**-0.5, 1e-9), v, None)[1]
     torch.testing.assert_close(weights[:, :, 4, [2, 6]], torch.full((1, 2, 2), 0.5))
     assert_matches(PATHS[path](q, k, v, None, 8**-0.5, 1e-9), reference(q, k, v, eps=1e-9), (q, k, v))
 

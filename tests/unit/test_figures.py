@@ -73,3 +73,14 @@ def test_next_token_figure_is_drawn_where_the_model_is_least_sure():
     assert "after '[bos] el'" in title and "true: 'perro'" in title and "entropy 1.79" in title
     for fig in figures.values():
         plt.close(fig)
+
+
+def test_weights_outside_zero_to_one_widen_the_scale_instead_of_being_clipped():
+    """A mixer's weights need not be distributions (ReLU attention's can pass 1): the scale then covers them."""
+    fig = token_attention_figure(["a", "b", "c"], [torch.rand(2, 3, 3) * 3.0 + 0.5])
+    (low, high), = {ax.images[0].get_clim() for ax in fig.axes if ax.images}
+    assert low == 0.0 and high > 1.0
+    plt.close(fig)
+    fig = attention_figure(torch.rand(2, 1, 8, 8), [torch.rand(2, 1, 4, 4)])  # sigmoid's, in [0, 1]: the shared scale
+    assert {im.get_clim() for im in fig.axes[0].images if im.get_cmap().name == "viridis"} == {(0.0, 1.0)}
+    plt.close(fig)

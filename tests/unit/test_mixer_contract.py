@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import model_factory, options
+from helpers import compose_cfg, model_factory, options
+from omegaconf import open_dict
 
+from attnexp.cli.validate import check_config
 from attnexp.errors import AttnexpError
+from attnexp.mixers import build_mixer
 
 REQUEST = dict(dim=8, num_tokens=5, out_proj=True, heads=2, shared_over_channels=False)
 
@@ -39,3 +42,40 @@ def test_causal_is_honoured_or_refused_with_a_reason(variant):
 def test_a_misspelt_option_is_not_ignored(variant):
     with pytest.raises(TypeError):
         model_factory(variant)(**REQUEST, hedas=2)
+
+
+def test_a_mixers_options_are_its_own_not_a_table_keyed_by_name(tmp_path):
+    """A mixer of another package may call its options eps, reduction or dropout and mean something else by them."""
+    cfg = compose_cfg(["model=dot"], tmp_path)
+    with open_dict(cfg):
+        cfg.model._target_ = "mine_attention.MineAttention"
+        cfg.model.eps, cfg.model.reduction, cfg.model.dropout = 0.0, 0.5, 2.0
+    check_config(cfg)  # nothing refused: the mixer checks its options when it is built
+
+
+class OutsideMixer(torch.nn.Module):
+    """A mixer of another package that follows the call contract without the package's base classes."""
+
+    def __init__(self, dim, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False, gain=1.0):
+        super().__init__()
+        self.proj, self.heads = torch.nn.Linear(dim, dim), heads
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        return self.proj(x), None
+
+
+def test_networks_build_every_mixer_through_the_contract_so_outside_ones_are_found():
+    """Telemetry and HParams find mixers by the requests they received: an outside class gets them too."""
+    from functools import partial
+
+    from attnexp.mixers import is_mixer
+    from attnexp.networks import LanguageModel, VisionTransformer
+
+    vit = VisionTransformer(partial(OutsideMixer, heads=2, gain=0.5), 8, 1, 2, 10, dim=16, depth=3)
+    found = [m for m in vit.modules() if is_mixer(m)]
+    assert len(found) == 3 and all(isinstance(m, OutsideMixer) for m in found)
+    assert found[0].request.dim == 16 and found[0].request.heads == 2 and found[0].request.num_tokens == 17
+    lm = LanguageModel(partial(OutsideMixer), vocab_size=11, context=6, dim=8, depth=2)
+    assert [m.request.causal for m in lm.modules() if is_mixer(m)] == [True, True]
+    dot = model_factory("dot")(**REQUEST)
+    assert build_mixer(model_factory("dot"), **REQUEST).request == dot.request  # a TokenMixer keeps its own

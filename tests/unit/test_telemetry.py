@@ -57,3 +57,11 @@ def test_gate_spread_is_zero_for_a_dead_gate():
     assert math.isnan(gate_stats(torch.rand(1, 6))["gate_std"])
 
 
+
+
+def test_weights_that_are_not_distributions_get_their_mass_and_no_entropy():
+    """Sigmoid weights (each on its own): an entropy of them would mean nothing, the share of weight a row gives does."""
+    w = torch.full((2, 1, 4, 4), 0.5)  # every key half: rows of mass 2
+    stats = attention_stats(w, None, causal=False, distributions=False)
+    assert stats["mass"] == pytest.approx(2.0) and stats["max_weight"] == pytest.approx(0.5)
+    assert "entropy" not in stats and "peaked" not in stats and stats["self_weight"] == pytest.approx(0.5)

@@ -1,0 +1,101 @@
+"""Where the commands find configs and the code they name: attnexp's own config groups, then the user's.
+
+attnexp's config groups are the repository's ``configs/``; an installed wheel carries them as ``attnexp/configs``.
+A user's mixer (or data, net, experiment...) needs no change to attnexp, only Hydra's search path:
+
+- a ``configs/`` folder in the working directory (``configs/model/mine.yaml``, the layout of attnexp's own);
+- installed packages that name a config package under the entry-point group ``attnexp.configs``
+  (``[project.entry-points."attnexp.configs"] mine = "my_package.configs"``), as pytest finds its plugins;
+- ``hydra.searchpath=[file:///some/folder/configs]`` on the command line, Hydra's own way.
+
+The first two are on the search path from the start (a Hydra ``SearchPathPlugin``), so their options appear in
+``--help`` beside the built-in ones. A built-in option keeps its name: a user's file of the same name is hidden,
+and the commands say so.
+The folder that holds a user's ``configs/`` folder is importable, so ``_target_: mine.MyAttention`` finds
+``mine.py`` beside it; an installed package is importable anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.plugins import Plugins
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+ENTRY_POINTS = "attnexp.configs"  # the entry-point group of installed config packages
+PROVIDER = "attnexp user configs"
+
+
+def config_dir() -> Path:
+    """attnexp's own config groups: ``attnexp/configs`` in an installed wheel, else the repository's ``configs/``."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "configs"
+    return packaged if packaged.is_dir() else package.parent / "configs"
+
+
+def working_configs() -> Path | None:
+    """The working directory's ``configs/`` folder, unless it is attnexp's own (a run from the repository)."""
+    folder = Path.cwd() / "configs"
+    return folder.resolve() if folder.is_dir() and folder.resolve() != config_dir().resolve() else None
+
+
+def user_search_path() -> list[str]:
+    """The search path entries of the user's configs: the working directory's, then the installed packages'."""
+    local = working_configs()
+    found = [local.as_uri()] if local else []
+    return found + [f"pkg://{ep.value}" for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda ep: ep.name)]
+
+
+def hidden_options(folder: Path) -> list[str]:
+    """The options in a user's ``configs/`` folder that attnexp's own of the same name hide (``model/dot``)."""
+    own = config_dir()
+    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")
+                  if (own / p.relative_to(folder)).is_file())
+
+
+def import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
+    """The folders whose modules a user's configs name: each that holds a user's ``configs/`` folder on the search path
+    (``searchpath``: ``hydra.searchpath``'s ``file://`` entries) or in the working directory (``run_cwd``: a finished
+    run's, else this process's)."""
+    folders = [Path(p.removeprefix("file://")).resolve().parent for p in searchpath if str(p).startswith("file://")]
+    cwd = Path(run_cwd) if run_cwd else Path.cwd()
+    if (cwd / "configs").is_dir() and (cwd / "configs").resolve() != config_dir().resolve():
+        folders.insert(0, cwd.resolve())
+    return list(dict.fromkeys(folders))
+
+
+def add_import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
+    """Make the user's folders importable (after every other entry of ``sys.path``, so they shadow no installed
+    module); return them."""
+    folders = import_folders(searchpath, run_cwd)
+    sys.path.extend(str(f) for f in folders if str(f) not in sys.path)
+    return folders
+
+
+class UserConfigs(SearchPathPlugin):
+    """Adds the user's configs to the search path of attnexp's commands (after attnexp's own) and makes the working
+    directory's user folder importable; other Hydra apps in the same process are left alone."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        own = config_dir().resolve()
+        if not any(e.provider == "main" and Path(e.path.removeprefix("file://")).resolve() == own for e in search_path.get_path()):
+            return
+        for entry in user_search_path():
+            search_path.append(PROVIDER, entry)
+        add_import_folders()
+        local = working_configs()
+        hidden = hidden_options(local) if local else []
+        if hidden:  # a mixer of one's own named like a built-in one would run the built-in under its name
+            logging.getLogger("attnexp").warning(
+                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: attnexp has options of these names, and its own are "
+                "used. Rename yours (e.g. configs/model/mine.yaml) to use them.")
+
+
+def register() -> None:
+    """Put :class:`UserConfigs` on Hydra's search path for the commands (idempotent)."""
+    Plugins.instance().register(UserConfigs)

@@ -1,0 +1,141 @@
+"""Before any run folder exists: every class a config names can be found, and a mixer runs under its own name.
+
+A Hydra callback (``hydra.callbacks.targets``), so it runs when a run or sweep starts, before Hydra makes a folder.
+A module that cannot be found (or, for a user's own module, imported) is explained with the folders Python looked
+in and the fix; a ``model._target_`` override, which would record another class under the name of ``model=``'s
+option, is refused with the recipe for a mixer of one's own. Modules of attnexp and the libraries it runs on are
+only looked up, not imported, so a bad value elsewhere is still explained before torch is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from attnexp.cli.search_path import add_import_folders
+from attnexp.errors import AttnexpError
+
+log = logging.getLogger("attnexp")
+# attnexp and the libraries its own configs name: found, not imported (importing torch here would slow every start)
+LOOKED_UP = {"attnexp", "torch", "pytorch_lightning", "lightning", "torchmetrics", "torchvision", "optuna"}
+RECIPE = ("Give the mixer a name of its own: write configs/model/NAME.yaml in the folder you run attnexp from, holding "
+          "'_target_: {target}' and '_partial_: true' (and its options), then run attnexp model=NAME; the README's "
+          "section 'Your own mixer' shows it end to end.")
+
+
+def targets(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``_target_`` under ``node`` (a plain container) with the config key that holds it (``model``)."""
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        if isinstance(target, str) and "${" not in target:
+            yield where, target
+        for key, value in node.items():
+            yield from targets(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from targets(value, f"{where}[{i}]")
+
+
+def searched(folders: list[Path]) -> str:
+    """The folders Python looks in for a module, the user's first."""
+    own = [f"{f} (holds a configs/ folder)" for f in folders]
+    rest = [p or "the working directory" for p in sys.path if p not in {str(f) for f in folders}]
+    return "; ".join(own + rest)
+
+
+def explain_target(where: str, target: str, folders: list[Path]) -> str | None:
+    """Why ``target`` (named by the config key ``where``) cannot be loaded, with the fix; None when it can."""
+    top = target.split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return (f"{where}._target_ names {target}, but Python finds no module {top!r}. It looked in: {searched(folders)}. "
+                f"Put {top}.py (or the package {top}/) beside the configs/ folder you run attnexp from (that folder is "
+                f"importable), install the package that provides it (pip install ...), or add its folder to PYTHONPATH. "
+                "Nothing was run or written.")
+    if top in LOOKED_UP:
+        return None
+    origin = f"{top} ({spec.origin})" if spec.origin else top  # the file, for the message
+    try:
+        obj = importlib.import_module(top)
+        for part in target.split(".")[1:]:
+            if not hasattr(obj, part):  # a submodule not imported yet, or a name the module lacks
+                if not hasattr(obj, "__path__") or importlib.util.find_spec(f"{obj.__name__}.{part}") is None:
+                    return (f"{where}._target_ names {target}, but {origin if obj.__name__ == top else obj.__name__} has no "
+                            f"{part!r}. Fix the _target_ or the module. Nothing was run or written.")
+                importlib.import_module(f"{obj.__name__}.{part}")
+            obj = getattr(obj, part)
+    except Exception as err:  # the module is there, but importing it fails
+        return (f"{where}._target_ names {target}, found in {origin}, but importing it failed: {type(err).__name__}: "
+                f"{' '.join(str(err).split())}. Fix the module, or install what it imports. Nothing was run or written.")
+    return None
+
+
+def check_targets(cfg: DictConfig, searchpath: list[str], overrides: list[str]) -> None:
+    """Raise :class:`AttnexpError` for a config that names a class that cannot be loaded, or for a ``model._target_``
+    override. ``searchpath``, ``overrides``: Hydra's ``hydra.searchpath`` and ``hydra.overrides.task``."""
+    folders = add_import_folders(searchpath)
+    for override in map(str, overrides):
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "model._target_":
+            raise AttnexpError(f"{override} is refused: it would run that class under the name of the model option "
+                               "(model=dot unless set), so its run folder, metrics.json, HParams and every summary would "
+                               "call it by that name, and a comparison with dot could compare dot with dot by name. "
+                               + RECIPE.format(target=value or "your.module.Class"))
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    for where, target in targets(plain):
+        reason = explain_target(where, target, folders)
+        if reason:
+            raise AttnexpError(reason)
+
+
+def job_configs(config: DictConfig, config_name: str) -> Iterator[DictConfig]:
+    """The config of a sweep's first job and of each value of every swept group or ``_target_``, with the other sweeps
+    left at their defaults: every class the sweep's jobs will name, composed once each."""
+    from hydra import compose
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    groups = set(config.hydra.runtime.choices)
+    yield config
+    for override in parsed:
+        key = override.get_key_element().lstrip("+~")
+        if not override.is_sweep_override() or not (key in groups or key.endswith("_target_")):
+            continue
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # a sweep Hydra expands later (glob, interval): its jobs check themselves
+            continue
+        for value in values:
+            yield compose(config_name, overrides=[*fixed, f"{key}={value}"], return_hydra_config=True)
+
+
+class TargetCheck(Callback):
+    """Runs :func:`check_targets` on a run's config, or on every class a sweep's jobs name, before any folder is made;
+    a problem is one paragraph and exit status 2, as other bad input."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check([config])
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(job_configs(config, str(kwargs.get("config_name") or config.hydra.job.config_name)))
+
+    @staticmethod
+    def _check(configs: Any) -> None:
+        try:
+            for cfg in configs:
+                check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
+        except AttnexpError as err:
+            log.error(f"Run not started: {err}")
+            sys.exit(2)

@@ -1,0 +1,71 @@
+"""Mixers with one deliberate defect each, for the conformance kit's tests (and a user folder's in the CLI tests):
+the kit must fail each on the check that names its defect."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnexp.mixers import DotAttention
+
+
+class LeaksTheFuture(DotAttention):
+    """Accepts ``causal=True`` and then forgets it: every token sees the later ones."""
+
+    def __init__(self, dim: int, **options) -> None:
+        super().__init__(dim, **options)
+        self.causal = False
+
+
+class IgnoresPadding(DotAttention):
+    """Drops the mask it is given: padded keys get weight."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        return super().forward(x, context, None, need_weights)
+
+
+class NaiveSoftmax(nn.Module):
+    """A one-head softmax attention written from scratch, outside the package's base classes: masked scores at -inf
+    and a plain softmax, so a query that sees no key gets NaN (0/0); nor does it check its inputs."""
+
+    distributions = True
+
+    def __init__(self, dim: int, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim) if out_proj else nn.Identity()
+        self.causal, self.heads = causal, 1
+
+    def forward(self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False):
+        context = x if context is None else context
+        scores = self.q(x) @ self.k(context).transpose(-2, -1) / x.shape[-1] ** 0.5  # (B, Lq, Lk)
+        if self.causal:
+            scores = scores.masked_fill(~torch.ones(scores.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, 0], float("-inf"))
+        weights = scores.softmax(-1)
+        return self.out(weights @ self.v(context)), weights[:, None] if need_weights else None
+
+
+class SigmoidCalledSoftmax(DotAttention):
+    """Sigmoid weights that claim to be distributions."""
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        return torch.sigmoid(scores)
+
+
+class DeadParameter(DotAttention):
+    """Holds a parameter its output never uses: it would count in the parameters of a comparison and learn nothing."""
+
+    def __init__(self, dim: int, **options) -> None:
+        super().__init__(dim, **options)
+        self.unused = nn.Parameter(torch.ones(dim))
+
+
+class FusedDisagrees(DotAttention):
+    """A fused path that computes something else than its explicit formula (a temperature of 2)."""
+
+    def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
+        mask = None if mask is None else self.full_mask(mask, q, k)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None, scale=0.5 * self.head_dim**-0.5)

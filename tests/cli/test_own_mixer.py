@@ -1,0 +1,96 @@
+"""A mixer of one's own, end to end from a folder outside the repository: the example folder's sweep against dot,
+recorded under its own name everywhere, with telemetry and HParams like a built-in; the conformance kit on it;
+a mixer that does not subclass attnexp's classes; an installed package's mixer; predictions from another folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from helpers import FAST, REPO, TEST_ENV, read_events, read_metrics, run_cli, run_dirs
+
+EXAMPLES = REPO / "examples"
+
+
+def command(cwd: Path, module: str, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath]))}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def example_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "my_project"
+    shutil.copytree(EXAMPLES / "relu_attention", folder)
+    return folder
+
+
+def test_the_example_folder_sweeps_against_dot_under_its_own_name(tmp_path):
+    folder = example_folder(tmp_path)
+    proc = run_cli(folder, "--multirun", "model=dot,relu", "data=digits", "seed=0,1", *FAST, "hydra/launcher=basic")
+    runs = run_dirs(folder / "outputs")
+    mine = [r for r in runs if read_metrics(r)["mixer"] == "relu"]
+    assert len(runs) == 4 and len(mine) == 2 and all(r.parent.name == "model=relu" for r in mine), runs
+    dot = yaml.safe_load((next(r for r in runs if r not in mine) / "hparams.yaml").read_text())
+    for run in mine:
+        metrics = read_metrics(run)
+        assert metrics["status"] == "ok" and metrics["path"] == "explicit"
+        assert "attn/layer0/mass" in metrics and "attn/layer0/entropy" not in metrics  # relu's weights are no distributions
+        hparams = yaml.safe_load((run / "hparams.yaml").read_text())
+        assert hparams["mixer"] == "relu" and [hparams[k] for k in ("width", "depth", "heads")] == [dot[k] for k in ("width", "depth", "heads")]
+        assert "mixer" in read_events(run).hparams
+    summary = (runs[0].parents[1] / "summary.md").read_text()
+    assert "| model=relu | 2 |" in summary and "Δ vs model=dot" in summary, summary
+    assert "model=relu" in proc.stdout
+
+
+def test_the_kit_passes_the_example_and_names_the_check_a_leaky_mixer_fails(tmp_path):
+    folder = example_folder(tmp_path)
+    ok = command(folder, "attnexp.cli.check", "model=relu")
+    assert ok.returncode == 0 and "12 checks: all passed" in ok.stdout, ok.stdout + ok.stderr[-2000:]
+    shutil.copy(REPO / "tests" / "broken_mixers.py", folder / "broken_mixers.py")
+    (folder / "configs" / "model" / "leaky.yaml").write_text("_target_: broken_mixers.LeaksTheFuture\n_partial_: true\n")
+    leaky = command(folder, "attnexp.cli.check", "model=leaky")
+    assert leaky.returncode == 1, leaky.stdout + leaky.stderr[-2000:]
+    assert "FAIL  no causal leak" in leaky.stdout and "1 failed (no causal leak)" in leaky.stdout, leaky.stdout
+
+
+def test_a_mixer_that_only_follows_the_call_contract_gets_telemetry_and_hparams(tmp_path):
+    """A class written from scratch (no attnexp base class) is found in the network like a built-in one."""
+    folder = tmp_path / "naive"
+    (folder / "configs" / "model").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "broken_mixers.py", folder / "broken_mixers.py")
+    (folder / "configs" / "model" / "naive.yaml").write_text("_target_: broken_mixers.NaiveSoftmax\n_partial_: true\n")
+    run_cli(folder, "model=naive", *FAST)
+    (run,) = run_dirs(folder / "outputs")
+    metrics = read_metrics(run)
+    assert run.name.endswith("_naive_digits") and metrics["mixer"] == "naive"
+    assert 0 < metrics["attn/layer0/entropy"] <= 1 and "attn/layer0/max_weight" in metrics
+    hparams = yaml.safe_load((run / "hparams.yaml").read_text())
+    assert (hparams["width"], hparams["depth"], hparams["heads"]) == (4, 1, 1)  # one layer over the digits' 2x2 patches
+
+
+def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
+                    str(EXAMPLES / "mixer_package")], check=True, capture_output=True, timeout=300, cwd=tmp_path)
+    shutil.rmtree(EXAMPLES / "mixer_package" / "build", ignore_errors=True)  # what the build leaves in the source tree
+    for info in (EXAMPLES / "mixer_package").glob("*.egg-info"):
+        shutil.rmtree(info)
+    anywhere = tmp_path / "anywhere"
+    anywhere.mkdir()
+    check = command(anywhere, "attnexp.cli.check", "model=l1", pythonpath=str(site))
+    assert check.returncode == 0, check.stdout + check.stderr[-2000:]
+    run_cli(anywhere, "model=l1", *FAST, env={"PYTHONPATH": os.pathsep.join([str(REPO), str(site)])})
+    (run,) = run_dirs(anywhere / "outputs")
+    assert read_metrics(run)["mixer"] == "l1" and read_metrics(run)["status"] == "ok"
+
+
+def test_predictions_of_a_run_with_ones_own_mixer_from_another_folder(tmp_path):
+    folder = example_folder(tmp_path)
+    run_cli(folder, "model=relu", "model.causal=true", "data=corpus", "data.context=16", "net.dim=16", *FAST)
+    (run,) = run_dirs(folder / "outputs")
+    proc = command(tmp_path, "attnexp.cli.predict", f"run={run}", "prompt=el", "tokens=3")
+    assert proc.returncode == 0 and "next token" in proc.stdout, proc.stdout + proc.stderr[-2000:]

@@ -1,0 +1,22 @@
+"""The wheel's layout: every package of attnexp/ is listed for setuptools, and the repository's configs/ go with it."""
+
+from __future__ import annotations
+
+import tomllib
+from helpers import REPO
+
+from attnexp.cli.search_path import config_dir
+
+
+def test_every_package_folder_is_in_the_wheel_list():
+    """pyproject.toml lists the packages (it maps configs/ into attnexp/configs): a new sub-package must be added."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "attnexp").rglob("__init__.py")}
+    assert listed == found | {"attnexp.configs"}
+
+
+def test_the_configs_go_into_the_package_and_are_found_there_once_installed():
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"attnexp.configs": "configs"}
+    assert setuptools["package-data"]["attnexp.configs"] == ["**/*.yaml"]
+    assert config_dir() == REPO / "configs"  # a checkout: the repository's; a wheel: attnexp/configs (tests/cli/test_install.py)
