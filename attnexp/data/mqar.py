@@ -33,9 +33,8 @@ class MQARDataModule(SyntheticDataModule):
                 f"E.g. data.num_pairs={max(1, min(self.keys, seq_len // 4))} or a longer data.seq_len."
             )
         self.vocab_size, self.context, self.num_pairs, self.num_queries = vocab, seq_len, num_pairs, queries
-        self.chance = 1.0 / (vocab - 1 - self.keys)
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         p, q, first_value = self.num_pairs, self.num_queries, 1 + self.keys
         keys = distinct(n, p, 1, first_value, generator)  # (n, P)
         values = torch.randint(first_value, self.vocab_size, (n, p), generator=generator)  # (n, P)
