@@ -14,8 +14,8 @@ class MQARDataModule(SyntheticDataModule):
     """Sequences of ``seq_len`` tokens: ``num_pairs`` pairs ``k v`` (distinct keys), then, in the rest of the
     sequence, ``num_queries`` of those keys (default: all) each followed by its value, at random even
     offsets among blank tokens (id 0). Read as next-token prediction, the answer at each queried key is its
-    value; only those positions are scored. Keys are ids 1 .. (vocab-1)/2, values the ids above, so
-    guessing a value is right 1 time in (number of values).
+    value; only those positions are scored. Keys are ids 1 .. (vocab-1)/2, values the ids above (guessing
+    one of the values in the context, not solving the task, is right about 1 time in ``num_pairs``).
     """
 
     def __init__(self, vocab: int = 256, seq_len: int = 64, num_pairs: int = 8, num_queries: int | None = None,

@@ -194,3 +194,15 @@ def test_a_search_is_ranked_by_its_objective_not_compared_trial_by_trial(tmp_pat
     assert main([str(tmp_path / "search"), str(tmp_path / "rerun"), "--out", str(tmp_path / "both")]) == 0
     both = capsys.readouterr().out
     assert "### Search: 4 trials" in both and "| model=euclid | 2 |" in both and "Baseline: model=dot" in both
+
+
+def test_a_margin_given_on_the_command_line_decides_equivalence(tmp_path, capsys):
+    for seed in range(4):
+        record(tmp_path / "runs", f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
+        record(tmp_path / "runs", f"euclid/{seed}", "euclid", seed, 0.80 + 0.01 * seed + (0.002, 0.004, 0.003, 0.001)[seed])
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "a"), "--margin", "test/acc=0.0001"]) == 0
+    assert euclid_row(capsys.readouterr().out).endswith("| better |")  # +0.0025 is more than the margin given
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "b"), "--margin", "test/acc=0.02"]) == 0
+    assert "equivalent within ±0.02" in euclid_row(capsys.readouterr().out)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "c"), "--margin", "test/acc=big"]) == 2
+    assert "--margin 'test/acc=big' is not METRIC=VALUE" in capsys.readouterr().err
