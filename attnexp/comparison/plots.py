@@ -18,11 +18,13 @@ PROFILE = "performance_profile.png"
 
 
 def groups(rows: list[Row]) -> list[list[tuple[int, Row]]]:
-    """The rows (with their positions) that share a baseline: the seeds a verdict pairs."""
-    found: dict[str, list[tuple[int, Row]]] = {}
-    for i, row in enumerate(rows):
-        found.setdefault(row.baseline, []).append((i, row))
-    return list(found.values())
+    """The rows that share a baseline (the seeds a verdict pairs), each with its position in the plot: the rows of
+    one group side by side."""
+    found: dict[str, list[Row]] = {}
+    for row in rows:
+        found.setdefault(row.baseline, []).append(row)
+    position = {id(row): i for i, row in enumerate(row for group in found.values() for row in group)}
+    return [[(position[id(row)], row) for row in group] for group in found.values()]
 
 
 def search_file(key: str) -> str:
@@ -50,7 +52,8 @@ def plot(c: Comparison, out: Path) -> None:
         if not metric.startswith("test/"):
             continue
         fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(c.rows)), 4.5))
-        for i, row in enumerate(c.rows):
+        placed = [pair for group in groups(c.rows) for pair in group]
+        for i, row in placed:
             s = row.spreads[metric]
             if math.isnan(s.mean):
                 continue
@@ -62,7 +65,7 @@ def plot(c: Comparison, out: Path) -> None:
                 points = [(i + offset[seed], row.values[metric][seed]) for i, row in group if seed in row.values[metric]]
                 if points:
                     ax.plot(*zip(*points), color="black", alpha=0.35, linewidth=0.8, marker="o", markersize=3.5, zorder=3)
-        ax.set_xticks(range(len(c.rows)), [r.config for r in c.rows], rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(range(len(placed)), [r.config for _, r in placed], rotation=30, ha="right", fontsize=8)
         if metric.endswith("ppl"):
             ax.set_yscale("log")
         else:

@@ -196,13 +196,13 @@ def test_a_search_is_ranked_by_its_objective_not_compared_trial_by_trial(tmp_pat
     assert "### Search: 4 trials" in both and "| model=euclid | 2 |" in both and "Baseline: model=dot" in both
 
 
-def test_a_margin_given_on_the_command_line_decides_equivalence(tmp_path, capsys):
+def test_a_margin_given_decides_equivalence_and_a_bad_one_is_explained(tmp_path, capsys):
     for seed in range(4):
         record(tmp_path / "runs", f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
         record(tmp_path / "runs", f"euclid/{seed}", "euclid", seed, 0.80 + 0.01 * seed + (0.002, 0.004, 0.003, 0.001)[seed])
-    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "a"), "--margin", "test/acc=0.0001"]) == 0
-    assert euclid_row(capsys.readouterr().out).endswith("| better |")  # +0.0025 is more than the margin given
-    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "b"), "--margin", "test/acc=0.02"]) == 0
-    assert "equivalent within ±0.02" in euclid_row(capsys.readouterr().out)
+    runs = find_runs([tmp_path / "runs"])
+    verdicts = {m: next(r for r in compare(runs, margin={"test/acc": m}).rows if r.config == "model=euclid").verdicts["test/acc"]
+                for m in (0.0001, 0.02)}
+    assert verdicts == {0.0001: "better", 0.02: "equivalent within ±0.02"}  # +0.0025: beyond the first, within the second
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "c"), "--margin", "test/acc=big"]) == 2
-    assert "--margin 'test/acc=big' is not METRIC=VALUE" in capsys.readouterr().err
+    assert "--margin 'test/acc=big' is not METRIC=VALUE" in capsys.readouterr().err and not (tmp_path / "c").exists()
