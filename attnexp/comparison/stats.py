@@ -151,6 +151,7 @@ def adjust(diffs: Sequence[Difference]) -> list[Difference]:
 
 
 def decided(d: Difference) -> bool:
+    """Whether ``d`` is equivalent, or a difference beyond its margin, at the (adjusted) level."""
     p, p_eq = first_finite(d.p_adjusted, d.p), first_finite(d.p_equivalent_adjusted, d.p_equivalent)
     return p_eq < ALPHA or (p < ALPHA and d.mean != 0 and not abs(d.mean) <= d.margin)
 
@@ -183,8 +184,8 @@ def seeds_to_decide(d: Difference, alpha: float) -> int | None:
             n = solver.solve_power(effect_size=effect / d.sd, alpha=alpha, power=POWER, alternative=alternative)
         except (ValueError, RuntimeError, ZeroDivisionError):
             return None
-    if not math.isfinite(n):  # so large an effect that the solver's search starts above it
-        return 2
+    if not math.isfinite(n):  # the solver found no root: an effect so large that 2 seeds decide, or none
+        return 2 if effect > d.sd else None
     return min(max(2, math.ceil(n)), MOST_SEEDS + 1)
 
 
@@ -194,10 +195,9 @@ def verdict(diff: Difference, higher_is_better: bool | None) -> str:
     reject (adjusted); else ``inconclusive``, with the seeds that would decide."""
     if diff.test == "none":
         return f"n={diff.n}, no test"
-    p, p_eq = first_finite(diff.p_adjusted, diff.p), first_finite(diff.p_equivalent_adjusted, diff.p_equivalent)
-    if p_eq < ALPHA:
+    if first_finite(diff.p_equivalent_adjusted, diff.p_equivalent) < ALPHA:
         return f"equivalent within ±{diff.margin:.3g}"
-    if p < ALPHA and diff.mean != 0 and not abs(diff.mean) <= diff.margin:
+    if decided(diff):
         if higher_is_better is None:
             return "higher" if diff.mean > 0 else "lower"
         return "better" if (diff.mean > 0) == higher_is_better else "worse"

@@ -11,7 +11,8 @@ from helpers import SLOW, read_metrics, run_cli, run_dirs, start, wait_for_epoch
 from torch import nn
 
 from attnexp.data import DigitsDataModule
-from attnexp.module import DivergedError, TaskModule
+from attnexp.divergence import DivergedError
+from attnexp.module import TaskModule
 from attnexp.tasks import ImageClassification
 
 FINAL = ("test/acc", "test/loss", "val/acc_best", "val/acc", "val/loss", "train/loss", "train/acc")
