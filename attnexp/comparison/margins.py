@@ -27,7 +27,7 @@ def bounds(metric: str) -> tuple[float, float]:
 def examples(runs: list[Run], metric: str) -> int | None:
     """The fewest examples the runs evaluated ``metric`` on (its split: ``test/`` or ``val/``), None if unrecorded."""
     split = metric.split("/", 1)[0]
-    counts = [r.metrics.get("examples", {}).get(split) for r in runs]
+    counts = [r.metrics["examples"].get(split) for r in runs if isinstance(r.metrics.get("examples"), dict)]
     counts = [int(c) for c in counts if isinstance(c, (int, float)) and c > 0]
     return min(counts) if counts else None
 
