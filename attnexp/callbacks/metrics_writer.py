@@ -58,6 +58,8 @@ class MetricsFileWriter(pl.Callback):
         chance = getattr(trainer.datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
         if chance is not None:
             self.record["chance"] = chance
+        splits = getattr(trainer.datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
+        self.record["examples"] = {name: len(x) for name, (x, _) in splits.items()}
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_started = time.perf_counter()

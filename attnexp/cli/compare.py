@@ -22,7 +22,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot (default: model=dot when present, else the first)")
     parser.add_argument("--tune", nargs="*", default=list(DEFAULT_TUNE), help="keys tuned per configuration (default: module.optimizer.lr)")
     parser.add_argument("--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy")
+    parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE",
+                        help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
+                             "standard error of an accuracy on the examples evaluated; 1%% of the baseline for losses)")
     args = parser.parse_args(argv)
+    try:
+        margin = margins_given(args.margin)
+    except ValueError as err:
+        print(f"attnexp-compare: {err}", file=sys.stderr)
+        return 2
     missing = [f for f in args.folders if not Path(f).is_dir()]
     if missing:
         print(f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).", file=sys.stderr)
@@ -33,13 +41,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        result = compare(runs, args.baseline, args.tune, args.columns)
+        result = compare(runs, args.baseline, args.tune, args.columns, margin)
         write_all(result, out)
     except (ValueError, OverwriteError) as err:
         print(f"attnexp-compare: {err}", file=sys.stderr)
         return 2
     print(markdown(result) + f"\nWrote {', '.join(OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0
+
+
+def margins_given(items: Sequence[str]) -> dict[str, float]:
+    """``["test/acc=0.005"]`` as ``{"test/acc": 0.005}``; a clear error for anything else."""
+    found = {}
+    for item in items:
+        metric, _, value = item.partition("=")
+        try:
+            found[metric] = float(value)
+        except ValueError:
+            found[metric] = -1.0
+        if not metric or not found[metric] >= 0:
+            raise ValueError(f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. --margin test/acc=0.005 test/loss=0.01.")
+    return found
 
 
 def cli() -> None:

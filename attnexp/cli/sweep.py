@@ -51,11 +51,16 @@ class SweepCallback(Callback):
         if not runs:
             return
         options = config.get("compare") or {}
+        settings = (list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []), dict(options.get("margin") or {}))
         try:
-            result = compare(runs, options.get("baseline"), list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []))
-        except ValueError as err:  # a baseline that matches no configuration
-            log.error(f"compare.baseline: {err}; comparing with the default baseline instead.")
-            result = compare(runs, None, list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []))
+            result = compare(runs, options.get("baseline"), *settings)
+        except ValueError as err:  # a baseline that matches no configuration, or runs repeated
+            log.error(f"compare: {err}")
+            try:
+                result = compare(runs, None, *settings)
+                log.error("Compared with the default baseline instead.")
+            except ValueError:
+                return
         write_all(result, sweep_dir)
         text = markdown(result)
         write_text_summary(sweep_dir, text)

@@ -7,10 +7,12 @@ import math
 from attnexp.runs.folders import Run
 
 CHANCE_FACTOR = 1.5  # a run whose best validation accuracy is at most this many times chance learnt nothing
+CHANCE_RULE = f"{CHANCE_FACTOR:g} times chance"
 
 
 def chance(run: Run) -> float:
-    """The accuracy of guessing: what the run's data says (generated tasks), else 1 / classes; nan if unknown."""
+    """The accuracy of guessing: what the run's data measured (generated tasks: the best guess that does not solve
+    the task), else 1 / classes; nan if unknown."""
     classes = run.metrics.get("classes")
     return float(run.metrics.get("chance") or (1 / classes if classes else math.nan))
 

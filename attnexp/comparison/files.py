@@ -7,9 +7,10 @@ import csv
 from pathlib import Path
 
 from attnexp.comparison import suite
-from attnexp.comparison.plots import knob_file, plot, plot_knob
+from attnexp.comparison.plots import PROFILE, knob_file, plot, plot_knob, plot_profile, plot_search, search_file
 from attnexp.comparison.render import latex, markdown
-from attnexp.comparison.tables import Comparison, seed_order
+from attnexp.comparison.suite import seed_order
+from attnexp.comparison.tables import Comparison
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import Run
 
@@ -33,21 +34,30 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
     (out / MANIFEST).write_text("\n".join(sorted(ours | set(names))) + "\n")
     (out / "summary.md").write_text(markdown(c))
     write_summary_csv(c, out / "summary.csv")
-    write_runs_csv(c.runs, out / "runs.csv")
+    write_runs_csv(c.runs + [t.run for t in c.search.trials] if c.search else c.runs, out / "runs.csv")
     (out / "summary.tex").write_text(latex(c))
-    by_data = suite.suite(c)
-    if by_data:
-        write_csv(suite.csv_rows(by_data), out / "data.csv")
-    plot(c, out)
+    if c.suite:
+        write_csv(suite.csv_rows(c.suite), out / "data.csv")
+    if c.rows:
+        plot(c, out)
     for key in suite.knobs(c.runs, c.tune):
         plot_knob(c, key, out)
+    if profiled(c):
+        plot_profile(c, out)
+    for key in c.search.keys if c.search else []:
+        plot_search(c.search, key, out)
     return [out / n for n in names]
 
 
+def profiled(c: Comparison) -> bool:
+    return bool(c.suite and c.suite.aggregates and c.suite.aggregates.scores)
+
+
 def plot_names(c: Comparison) -> list[str]:
-    names = [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
+    names = [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"] if c.rows else []
     names += [knob_file(c, key) for key in suite.knobs(c.runs, c.tune)]
-    return names + (["data.csv"] if suite.suite(c) else [])
+    names += [search_file(key) for key in c.search.keys] if c.search else []
+    return names + (["data.csv"] if c.suite else []) + ([PROFILE] if profiled(c) else [])
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -61,7 +71,9 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
     """One row per configuration (and per tuned configuration, marked in ``table``)."""
     fields = ["table", "config", "tuned", "n", "runs"]
     for m in c.metrics:
-        fields += [f"{m} {k}" for k in ("mean", "std", "ci_low", "ci_high", "diff", "diff_low", "diff_high", "p", "test", "verdict")]
+        fields += [f"{m} {k}" for k in ("mean", "std", "ci_low", "ci_high", "missing", "diff", "diff_low", "diff_high", "test",
+                                         "unpaired", "p", "p_adjusted", "margin", "p_equivalent", "p_equivalent_adjusted",
+                                         "seeds_to_decide", "verdict")]
     fields += ["params", "seconds_per_epoch", "status"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -72,10 +84,14 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
                        "params": row.params, "seconds_per_epoch": row.mean_of("seconds_per_epoch"), "status": row.status}
                 for m in c.metrics:
                     s, d = row.spreads[m], row.diffs.get(m)
-                    out.update({f"{m} mean": s.mean, f"{m} std": s.std, f"{m} ci_low": s.low, f"{m} ci_high": s.high})
+                    out.update({f"{m} mean": s.mean, f"{m} std": s.std, f"{m} ci_low": s.low, f"{m} ci_high": s.high,
+                                f"{m} missing": " ".join(f"{k}:{v}" for k, v in row.missing.get(m, {}).items())})
                     if d is not None:
-                        out.update({f"{m} diff": d.mean, f"{m} diff_low": d.low, f"{m} diff_high": d.high, f"{m} p": d.p,
-                                    f"{m} test": d.test, f"{m} verdict": row.verdicts[m]})
+                        out.update({f"{m} diff": d.mean, f"{m} diff_low": d.low, f"{m} diff_high": d.high, f"{m} test": d.test,
+                                    f"{m} unpaired": " ".join(d.unpaired), f"{m} p": d.p, f"{m} p_adjusted": d.p_adjusted,
+                                    f"{m} margin": d.margin, f"{m} p_equivalent": d.p_equivalent,
+                                    f"{m} p_equivalent_adjusted": d.p_equivalent_adjusted, f"{m} seeds_to_decide": d.seeds,
+                                    f"{m} verdict": row.verdicts[m]})
                 writer.writerow(out)
 
 

@@ -9,12 +9,30 @@ import statistics
 from pathlib import Path
 
 from attnexp.comparison import suite
-from attnexp.comparison.tables import Comparison
+from attnexp.comparison.margins import is_fraction
+from attnexp.comparison.search import Search, rounded
+from attnexp.comparison.suite import seed_order
+from attnexp.comparison.tables import Comparison, Row
+
+PROFILE = "performance_profile.png"
+
+
+def groups(rows: list[Row]) -> list[list[tuple[int, Row]]]:
+    """The rows that share a baseline (the seeds a verdict pairs), each with its position in the plot: the rows of
+    one group side by side."""
+    found: dict[str, list[Row]] = {}
+    for row in rows:
+        found.setdefault(row.baseline, []).append(row)
+    position = {id(row): i for i, row in enumerate(row for group in found.values() for row in group)}
+    return [[(position[id(row)], row) for row in group] for group in found.values()]
+
+
+def search_file(key: str) -> str:
+    return f"search_{key.replace('/', '_')}.png"
 
 
 def knob_file(c: Comparison, key: str) -> str:
     return f"{suite.primary_metric(c.runs).replace('/', '_')}_vs_{key.replace('/', '_')}.png"
-
 
 
 def plot(c: Comparison, out: Path) -> None:
@@ -28,26 +46,33 @@ def plot(c: Comparison, out: Path) -> None:
 
     n = max((len(r.ok) for r in c.rows), default=0)
     about = f"data {c.data}, epochs: {c.epochs}, n={n} seeds"
+    seeds = sorted({seed for row in c.rows for values in row.values.values() for seed in values}, key=seed_order)
+    offset = {seed: (k - (len(seeds) - 1) / 2) * min(0.08, 0.6 / max(1, len(seeds))) for k, seed in enumerate(seeds)}
     for metric, mode in c.metrics.items():
         if not metric.startswith("test/"):
             continue
         fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(c.rows)), 4.5))
-        for i, row in enumerate(c.rows):
-            s, values = row.spreads[metric], list(row.values[metric].values())
+        placed = [pair for group in groups(c.rows) for pair in group]
+        for i, row in placed:
+            s = row.spreads[metric]
             if math.isnan(s.mean):
                 continue
-            ax.bar(i, s.mean, color="tab:blue", alpha=0.6)
+            ax.bar(i, s.mean, color="tab:blue", alpha=0.5)
             if s.n > 1:
                 ax.errorbar(i, s.mean, yerr=[[s.mean - s.low], [s.high - s.mean]], color="black", capsize=5)
-            ax.scatter([i + (k - (len(values) - 1) / 2) * 0.08 for k in range(len(values))], values, color="black", s=12, zorder=3)
-        ax.set_xticks(range(len(c.rows)), [r.config for r in c.rows], rotation=30, ha="right", fontsize=8)
+        for group in groups(c.rows):  # one line per seed through the rows compared with one baseline: the pairing
+            for seed in seeds:
+                points = [(i + offset[seed], row.values[metric][seed]) for i, row in group if seed in row.values[metric]]
+                if points:
+                    ax.plot(*zip(*points), color="black", alpha=0.35, linewidth=0.8, marker="o", markersize=3.5, zorder=3)
+        ax.set_xticks(range(len(placed)), [r.config for _, r in placed], rotation=30, ha="right", fontsize=8)
         if metric.endswith("ppl"):
             ax.set_yscale("log")
         else:
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, 1.02 if is_fraction(metric) else None)
         better = {"max": " (higher is better)", "min": " (lower is better)"}.get(mode, "")
         ax.set(ylabel=metric)
-        ax.set_title(f"{metric}{better}\nmean, 95% CI, seeds as dots; {about}", fontsize=9)
+        ax.set_title(f"{metric}{better}\nmean, 95% CI, each seed's values linked; {about}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / f"{metric.replace('/', '_')}.png", dpi=120)
@@ -116,4 +141,59 @@ def val_curve(folder: Path, tag: str) -> list[tuple[int, float]]:
         if tag in acc.Tags()["scalars"]:
             curve.update({e.step: e.value for e in acc.Scalars(tag)})
     return sorted(curve.items())
+
+
+def plot_profile(c: Comparison, out: Path) -> None:
+    """The performance profile of every mixer: the share of its runs (over data options and seeds) whose normalised
+    score exceeds tau, with its stratified bootstrap 95% band (rliable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import plot_utils
+
+    agg = c.suite.aggregates
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    curves = {m: p[0] for m, p in agg.profiles.items()}
+    bands = {m: (p[1], p[2]) for m, p in agg.profiles.items()}
+    plot_utils.plot_performance_profiles(curves, suite.TAUS, performance_profile_cis=bands, ax=ax, xlabel=r"normalised score $\tau$",
+                                         ylabel=r"share of runs with score $> \tau$", labelsize="medium", ticklabelsize="small")
+    seeds = max((len(v) for v in agg.seeds.values()), default=0)
+    ax.set_title(f"Performance profile over {', '.join(agg.data)}\n(chance 0, best 1; 95% bootstrap bands; up to {seeds} seeds)", fontsize=9)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(out / PROFILE, dpi=120)
+    plt.close(fig)
+
+
+def plot_search(s: Search, key: str, out: Path) -> None:
+    """A search's objective against one searched key, a point per trial, the best marked (log axis for a key whose
+    values span more than a factor of 20, as learning rates do)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [(suite.as_number(t.values[key]), t.values[key], t.objective) for t in s.trials if key in t.values and math.isfinite(t.objective)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    numeric = [p for p in points if p[0] is not None]
+    if numeric and len(numeric) == len(points):
+        xs = [p[0] for p in points]
+        if min(xs) > 0 and max(xs) > 20 * min(xs):
+            ax.set_xscale("log")
+    else:  # categories: one position per value
+        labels = sorted({p[1] for p in points})
+        points = [(labels.index(p[1]), p[1], p[2]) for p in points]
+        ax.set_xticks(range(len(labels)), labels)
+    ax.scatter([p[0] for p in points], [p[2] for p in points], color="tab:blue", s=20, label="trial")
+    best = s.best
+    if best is not None and key in best.values:
+        x = suite.as_number(best.values[key]) if numeric and len(numeric) == len(points) else sorted({p[1] for p in points}).index(best.values[key])
+        ax.scatter([x], [best.objective], color="tab:red", s=60, marker="*", zorder=3, label=f"best: {key}={rounded(best.values[key])}")
+    ax.set(xlabel=key, ylabel=s.objective, title=f"{s.objective} of each trial against {key} ({len(s.trials)} trials)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / search_file(key), dpi=120)
+    plt.close(fig)
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
-from attnexp.comparison.stats import Spread
-from attnexp.comparison.suite import Suite, suite
-from attnexp.comparison.tables import Comparison, Row, seed_order
+from attnexp.comparison.chance import CHANCE_RULE
+from attnexp.comparison.search import Search, rounded
+from attnexp.comparison.stats import Difference, Spread
+from attnexp.comparison.suite import REPS, Estimate, Suite, seed_order
+from attnexp.comparison.tables import Comparison, Row
 
 DIGITS = 4  # decimals of every value in every table
 
@@ -25,10 +27,21 @@ def interval(s: Spread) -> str:
 
 
 def tex_interval(s: Spread) -> str:
-    """``$mean \\pm half-width$`` of the interval, the mean alone where there is none."""
+    """``$mean \\pm half-width$`` of the interval (``[low, high]`` where a bound cut it), the mean alone where there is none."""
     if math.isnan(s.mean):
         return "--"
-    return f"${fmt(s.mean)}$" if s.n < 2 else f"${fmt(s.mean)} \\pm {fmt((s.high - s.low) / 2)}$"
+    if s.n < 2:
+        return f"${fmt(s.mean)}$"
+    if fmt(s.high - s.mean) != fmt(s.mean - s.low):  # cut at a bound: no longer symmetric
+        return f"${fmt(s.mean)}\\,[{fmt(s.low)}, {fmt(s.high)}]$"
+    return f"${fmt(s.mean)} \\pm {fmt((s.high - s.low) / 2)}$"
+
+
+def tex_estimate(e: Estimate | None) -> str:
+    """``$value\\,[low, high]$`` of a bootstrap estimate (its interval is not symmetric), ``--`` without one."""
+    if e is None or math.isnan(e.value):
+        return "--"
+    return f"${fmt(e.value)}$" if math.isnan(e.low) else f"${fmt(e.value)}\\,[{fmt(e.low)}, {fmt(e.high)}]$"
 
 
 def tex(text: str) -> str:
@@ -36,58 +49,128 @@ def tex(text: str) -> str:
     return "".join("\\" + ch if ch in "&%$#_{}" else ch for ch in text)
 
 
+def seeds_note(row: Row, metric: str) -> str:
+    """n, with the seeds whose value is missing (not a finite number) named."""
+    missing = row.missing.get(metric) or {}
+    n = str(row.spreads[metric].n)
+    return n if not missing else n + " + " + ", ".join(f"seed {k}: {v}" for k, v in sorted(missing.items(), key=lambda i: seed_order(i[0])))
+
+
+def test_note(diff: Difference) -> str:
+    """``p (test)``, with the seeds a paired test left out."""
+    if math.isnan(diff.p):
+        return "-"
+    unpaired = f"; seed{'s' if len(diff.unpaired) > 1 else ''} {', '.join(diff.unpaired)} unpaired" if diff.unpaired else ""
+    return f"{diff.p:.3g} ({diff.test}{unpaired})"
+
+
 def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "config") -> str:
-    """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline."""
-    lines = [f"| {label} | n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline with the
+    raw and Holm-adjusted p and the verdict."""
+    lines = [f"| {label} | n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | p (test) | adjusted p | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (fmt(s.std), f"[{fmt(s.low)}, {fmt(s.high)}]")
         diff = row.diffs.get(metric)
         if row.config == (row.baseline or baseline):
-            delta, p, word = "baseline", "", ""
+            delta, p, adjusted, word = "baseline", "", "", ""
         elif diff is None or math.isnan(diff.mean):
-            delta, p, word = "-", "-", "-"
+            delta, p, adjusted, word = "-", "-", "-", "-"
         else:
-            delta = fmt(diff.mean, sign=True) + ("" if math.isnan(diff.low) else f" [{fmt(diff.low, True)}, {fmt(diff.high, True)}]")
-            p, word = ("-" if math.isnan(diff.p) else f"{diff.p:.3g} ({diff.test})"), row.verdicts[metric]
+            delta = fmt(diff.mean, sign=True) + (" (no interval)" if math.isnan(diff.low) else f" [{fmt(diff.low, True)}, {fmt(diff.high, True)}]")
+            p, word = test_note(diff), row.verdicts[metric]
+            adjusted = "-" if math.isnan(diff.p_adjusted) else f"{diff.p_adjusted:.3g}"
         name = row.config + (f" ({row.tuned})" if row.tuned else "")
         seeds = ", ".join(fmt(values[k]) for k in sorted(values, key=seed_order)) or "-"
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in [name, str(s.n), seeds, fmt(s.mean), std, ci, delta, p, word]) + " |")
+        cells = [name, seeds_note(row, metric), seeds, fmt(s.mean), std, ci, delta, p, adjusted, word]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
 
+def estimate(e: Estimate | None) -> str:
+    """``value [low, high]`` of a bootstrap estimate, the value alone without an interval."""
+    if e is None or math.isnan(e.value):
+        return "-"
+    return fmt(e.value) + ("" if math.isnan(e.low) else f" [{fmt(e.low)}, {fmt(e.high)}]")
+
+
 def suite_markdown(s: Suite) -> str:
-    """The data x mixers table."""
+    """The data x mixers table and the aggregates over the data."""
     head = [f"{d} ({s.metric[d]})" for d in s.data]
-    lines = ["| mixer | " + " | ".join([*head, "mean score"]) + " |", "|---" * (len(head) + 2) + "|"]
+    lines = ["| mixer | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
+             "| chance | " + " | ".join(fmt(s.chance[d]) for d in s.data) + " |"]
     for m in s.mixers:
         cells = [interval(s.cells[m, d]) + (f" ({s.at_chance[m, d]} at chance)" if s.at_chance[m, d] else "") for d in s.data]
-        lines.append(f"| {m} | " + " | ".join([*cells, interval(s.scores[m])]) + " |")
-    return (f"### Data x mixers\n\nEach data option's primary metric: mean [95% CI] over seeds. Mean score: per seed, the "
-            f"mean over the {len(s.data)} data options (seeds that ran every one), then its mean [95% CI] over seeds. "
-            "A run whose best val/acc is at most 1.5 times chance is counted as at chance.\n\n" + "\n".join(lines))
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    text = ("### Data x mixers\n\nEach data option's primary metric: mean [95% CI] over seeds; chance: the best guess that "
+            f"does not solve the task, measured on the data. A run whose best val/acc is at most {CHANCE_RULE} is counted "
+            "as at chance.\n\n" + "\n".join(lines))
+    agg = s.aggregates
+    if agg is None or not agg.scores:
+        return text
+    improvement = f"P(improvement over {agg.baseline})" if agg.baseline else "P(improvement)"
+    table = [f"| mixer | seeds | IQM [95% CI] | mean [95% CI] | {improvement} [95% CI] |", "|---|---|---|---|---|"]
+    for m in agg.scores:
+        better = "baseline" if m == agg.baseline else estimate(agg.improvement.get(m))
+        table.append(f"| {m} | {', '.join(agg.seeds[m])} | {estimate(agg.iqm.get(m))} | {estimate(agg.mean.get(m))} | {better} |")
+    left_out = f" Left out: {'; '.join(agg.left_out)}." if agg.left_out else ""
+    return text + (
+        f"\n\n### Aggregates over {len(agg.data)} data options\n\nScores normalised per data option from its chance (0) "
+        "to the best attainable (1), for the seeds that ran every option; the interquartile mean (IQM) and the mean, "
+        f"with stratified bootstrap 95% intervals ({REPS} resamples of the runs within each data option); the "
+        "probability that a run of the mixer beats a run of the baseline on a data option, averaged over the options "
+        f"(rliable, Agarwal et al. 2021). Performance profile: performance_profile.png.{left_out}\n\n" + "\n".join(table))
+
+
+def search_markdown(s: Search) -> str:
+    """The trials of a search ranked by its objective, the best marked, and how to compare the best over seeds."""
+    lines = ["| rank | " + " | ".join(s.keys) + f" | {s.objective} | status |", "|---" * (len(s.keys) + 3) + "|"]
+    for i, t in enumerate(s.trials, 1):
+        rank = f"{i} (best)" if t is s.best else str(i)
+        status = t.run.metrics.get("status", "?")
+        lines.append(f"| {rank} | " + " | ".join(rounded(t.values.get(k, "-")) for k in s.keys) + f" | {fmt(t.objective)} | {status} |")
+    text = (f"### Search: {len(s.trials)} trials by {s.objective} ({'highest' if s.maximize else 'lowest'} first)\n\n"
+            "Each trial ran one setting with one seed: a ranking, not a comparison (the best of many single runs is "
+            "partly luck). Values are rounded to 3 significant digits.\n\n" + "\n".join(lines))
+    if s.best is not None:
+        text += (f"\n\nTo compare the best setting with the baseline mixer over seeds, run it again and summarise that "
+                 f"sweep (or give its folder to attnexp-compare together with this one):\n\n    {s.rerun()}")
+    return text
 
 
 def markdown(c: Comparison) -> str:
-    """The summary as Markdown: a table per metric, the data x mixers table, the runs, the tuned table and the warnings."""
+    """The summary as Markdown: a table per metric, the data x mixers table, the runs, the tuned table, the search
+    and the warnings."""
     seeds = sorted({r.seed for r in c.runs}, key=seed_order)
-    parts = [f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
-             f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds; differences paired by seed (paired t) "
-             f"when both have the same seeds, else Welch's t (the sign test where every paired difference is the same); "
-             f"a verdict needs p < 0.05."]
+    margins = "; ".join(f"{m}: {', '.join(sources)}" for m, sources in c.margins.items())
+    parts = [] if not c.rows else [
+        f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
+        f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
+        "within [0, 1]). Differences are paired by seed (paired t) on the seeds both configurations have, Welch's t "
+        "when they share fewer than 2; the sign test where every paired difference is the same (it has no interval). "
+        "p-values are adjusted over each table's comparisons of one metric (Holm). Verdicts: better or worse when "
+        "the adjusted p is below 0.05 and the difference exceeds the margin; equivalent when two one-sided tests put "
+        "it within ±margin (adjusted p below 0.05); inconclusive otherwise, with the seeds that would decide at the "
+        f"observed spread (power 0.8). Margins: {margins or 'none'}. A value that is not a finite number is "
+        "missing: named after n, left out of the statistics."]
     for metric, mode in c.metrics.items():
+        if not c.rows:
+            break
         better = f"{'higher' if mode == 'max' else 'lower'} is better" if mode else "no better direction"
         parts.append(f"### {metric} ({better})\n\n" + metric_table(c.rows, metric, c.baseline))
-    by_data = suite(c)
-    if by_data:
-        parts.append(suite_markdown(by_data))
+    if c.suite:
+        parts.append(suite_markdown(c.suite))
+    if c.search:
+        parts.append(search_markdown(c.search))
     lines = ["| config | runs ok | params | s/epoch | samples/s | status |", "|---|---|---|---|---|---|"]
     for row in c.rows:
         per_s = row.mean_of("train_samples_per_s")
         per_epoch = row.mean_of("seconds_per_epoch")
         lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {'-' if math.isnan(per_epoch) else f'{per_epoch:.2f}'} "
                      f"| {'-' if math.isnan(per_s) else round(per_s)} | {row.status.replace('|', '/')} |")
-    parts.append("### Runs\n\n" + "\n".join(lines))
+    if c.rows:
+        parts.append("### Runs\n\n" + "\n".join(lines))
     if c.tuned:
         tables = [f"#### {m}\n\n" + metric_table(c.tuned, m, c.tuned_baseline) for m in c.metrics]
         parts.append(f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables))
@@ -109,9 +192,16 @@ def latex(c: Comparison) -> str:
     rows = [[tex(row.config), str(len(row.ok)), *(tex_interval(row.spreads[m]) for m in c.metrics)] for row in c.rows]
     text = [f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
             "Written by attnexp.", *tabular(header, rows)]
-    by_data = suite(c)
+    by_data = c.suite
     if by_data:
-        rows = [[tex(m), *(tex_interval(by_data.cells[m, d]) for d in by_data.data), tex_interval(by_data.scores[m])] for m in by_data.mixers]
+        rows = [[tex(m), *(tex_interval(by_data.cells[m, d]) for d in by_data.data)] for m in by_data.mixers]
         text += ["", "% Each data option's primary metric, mean over seeds $\\pm$ half-width of the 95\\% interval.",
-                 *tabular(["Mixer", *(tex(d) for d in by_data.data), "Mean"], rows)]
+                 *tabular(["Mixer", *(tex(d) for d in by_data.data)], rows)]
+        agg = by_data.aggregates
+        if agg and agg.scores:
+            rows = [[tex(m), tex_estimate(agg.iqm.get(m)), tex_estimate(agg.mean.get(m)), tex_estimate(agg.improvement.get(m))]
+                    for m in agg.scores]
+            text += ["", "% Normalised scores (chance 0, best 1) over the data options: IQM and mean with stratified bootstrap "
+                     f"95\\% intervals, probability of improvement over {tex(agg.baseline or '-')}.",
+                     *tabular(["Mixer", "IQM", "Mean", "P(improvement)"], rows)]
     return "\n".join(text) + "\n"

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from attnexp.comparison import margins
 from attnexp.comparison.chance import at_chance, best_acc, chance
-from attnexp.comparison.stats import Difference, Spread, difference, spread, verdict
+from attnexp.comparison.search import Search, search
+from attnexp.comparison.stats import Difference, Spread, adjust, difference, finite, spread, verdict
+from attnexp.comparison.suite import Suite, suite
 from attnexp.runs.folders import Run
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
@@ -28,7 +31,8 @@ class Row:
 
     config: str
     runs: list[Run]
-    values: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> seed -> value
+    values: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> seed -> value (finite ones)
+    missing: dict[str, dict[str, str]] = field(default_factory=dict)  # metric -> seed -> what an ok run recorded instead
     spreads: dict[str, Spread] = field(default_factory=dict)
     diffs: dict[str, Difference] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
@@ -40,7 +44,7 @@ class Row:
         return [r for r in self.runs if r.ok]
 
     def mean_of(self, key: str) -> float:
-        values = [r.metrics[key] for r in self.ok if isinstance(r.metrics.get(key), (int, float))]
+        values = list(finite({str(i): r.metrics.get(key) for i, r in enumerate(self.ok)}).values())
         return sum(values) / len(values) if values else math.nan
 
     @property
@@ -68,6 +72,9 @@ class Comparison:
     tuned_rule: str
     tuned_baseline: str
     warnings: list[str]
+    margins: dict[str, list[str]] = field(default_factory=dict)  # metric -> where its margins come from
+    search: Search | None = None  # the trials of hyperparameter searches among the runs
+    suite: Suite | None = None  # the data x mixers view, when the runs vary the data
 
     @property
     def data(self) -> str:
@@ -79,19 +86,42 @@ class Comparison:
         return "-".join(map(str, found[:: max(1, len(found) - 1)])) if found else "?"
 
 
-def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = ()) -> Comparison:
+def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = (),
+            margin: Mapping[str, float] | None = None) -> Comparison:
     """Group ``runs`` by configuration and compare every configuration with ``baseline`` (a config name or one of
     its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
-    metrics.json keys to compare (no better direction: their verdicts say higher or lower)."""
+    metrics.json keys to compare (no better direction: their verdicts say higher or lower). ``margin``: per metric,
+    the difference below which configurations count as equivalent (defaults: :func:`margins.margin`). The trials of
+    a hyperparameter search are summarised apart (:mod:`attnexp.comparison.search`)."""
+    found = search(runs)
+    runs = found.others if found else runs
+    refuse_duplicates(runs)
     metrics = summary_metrics(runs) | dict.fromkeys(columns, "")
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
     rows = group(runs, lambda r: r.config())
     base = pick_baseline(rows, baseline)
     spec = baseline_spec(base, baseline)
-    fill(rows, base, metrics, spec)
-    tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline)
+    sources = fill(rows, base, metrics, spec, margin or {})
+    tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline, margin or {})
     named = ",".join(f"{k}={v}" for k, v in spec.items()) if len({r.baseline for r in rows}) > 1 else (base.config if base else "")
-    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base))
+    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base), sources, found,
+                      suite(runs, named))
+
+
+def refuse_duplicates(runs: list[Run]) -> None:
+    """Two finished runs of one configuration and seed are not two replicates: the seed fixes the split, the batches
+    and the initialisation, so the second repeats the first. Refuse them, naming the folders."""
+    folders: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for run in runs:
+        if run.ok:
+            folders[run.config(), run.seed].append(str(run.folder))
+    repeated = {key: found for key, found in folders.items() if len(found) > 1}
+    if repeated:
+        listed = "; ".join(f"{config} seed {seed} in {' and '.join(found)}" for (config, seed), found in sorted(repeated.items()))
+        raise ValueError(f"the same configuration and seed finished more than once ({listed}). A repeated seed repeats the "
+                         "same split, batches and initialisation, so it is not another replicate and cannot be counted "
+                         "as one. Give the folders of one sweep, or move the repeated run folders elsewhere; new "
+                         "replicates need new seeds (seed=3,4,5).")
 
 
 def summary_metrics(runs: list[Run]) -> dict[str, str]:
@@ -125,24 +155,39 @@ def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
     return next((r for r in rows if "model=dot" in r.config.split(",")), rows[0])
 
 
-def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[str, str] | None = None) -> None:
-    """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row and metric.
+def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[str, str] | None = None,
+         given: Mapping[str, float] | None = None) -> dict[str, list[str]]:
+    """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row and metric;
+    returns where each metric's margins come from.
 
     A row's baseline is the row named like it but with ``spec``'s settings (``model=dot``): a sweep over data or
-    difficulties compares the mixers within each data or difficulty. Without such a row (or ``spec``), ``base``."""
+    difficulties compares the mixers within each data or difficulty. Without such a row (or ``spec``), ``base``.
+    The p-values of one metric's comparisons are one family, adjusted together (Holm)."""
     by_config = {r.config: r for r in rows}
     for row in rows:
         for metric in metrics:
-            row.values[metric] = {r.seed: float(r.metrics[metric]) for r in row.ok if isinstance(r.metrics.get(metric), (int, float))}
-            row.spreads[metric] = spread(list(row.values[metric].values()))
+            recorded = {r.seed: r.metrics[metric] for r in row.ok if metric in r.metrics}
+            row.values[metric] = finite(recorded)
+            row.missing[metric] = {seed: str(v) for seed, v in recorded.items() if seed not in row.values[metric]}
+            row.spreads[metric] = spread(list(row.values[metric].values()), margins.bounds(metric))
     for row in rows:
         own = by_config.get(with_settings(row.config, spec or {}))
         row.baseline = (own or base).config if (own or base) else ""
-        if base is None or row.config == row.baseline:
-            continue
-        for metric, mode in metrics.items():
-            row.diffs[metric] = difference(by_config[row.baseline].values[metric], row.values[metric])
-            row.verdicts[metric] = verdict(row.diffs[metric], higher_is_better=mode == "max" if mode else None)
+    sources: dict[str, list[str]] = {}
+    for metric, mode in metrics.items():
+        compared = [r for r in rows if base is not None and r.config != r.baseline]
+        diffs = []
+        for row in compared:
+            against = by_config[row.baseline]
+            m, source = margins.margin(metric, mode, against.ok, against.spreads[metric].mean, given or {})
+            sources.setdefault(metric, [])
+            if source not in sources[metric]:
+                sources[metric].append(source)
+            diffs.append(difference(against.values[metric], row.values[metric], m, margins.bounds(metric)))
+        for row, diff in zip(compared, adjust(diffs)):
+            row.diffs[metric] = diff
+            row.verdicts[metric] = verdict(diff, higher_is_better=mode == "max" if mode else None)
+    return sources
 
 
 def with_settings(config: str, settings: dict[str, str]) -> str:
@@ -161,7 +206,8 @@ def baseline_spec(base: Row | None, wanted: str | None) -> dict[str, str]:
     return dict(pairs) if pairs else dict(base.runs[0].settings)
 
 
-def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None) -> tuple[list[Row], str, str]:
+def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None,
+               given: Mapping[str, float] | None = None) -> tuple[list[Row], str, str]:
     """Each configuration (tuned keys aside) at the tuned values whose runs have the best mean ``monitor_best`` (the
     task's checkpoint metric: best val/acc, or lowest val/loss for next tokens); rows named without the tuned keys."""
     if not keys:
@@ -182,7 +228,7 @@ def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseli
             f"{' / '.join(monitors)} of the checkpoint each run tested; the test metrics are those runs'")
     wanted = [s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys]  # the baseline's other settings
     base = next((r for r in chosen if all(s in r.config.split(",") for s in wanted)), None) if wanted else pick_baseline(chosen, None)
-    fill(chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys})
+    fill(chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys}, given)
     return chosen, rule, base.config if base else ""
 
 
@@ -201,7 +247,3 @@ def warnings(rows: list[Row], base: Row | None) -> list[str]:
                 found.append(f"{row.config} seed {run.seed} stayed at chance: best val/acc {best_acc(run):.4f}, chance "
                              f"{chance(run):.4f}; it learnt nothing (learning rate, epochs?).")
     return found
-
-
-def seed_order(seed: str) -> tuple[int, str]:
-    return (int(seed), "") if seed.lstrip("-").isdigit() else (0, seed)

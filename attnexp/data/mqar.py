@@ -14,8 +14,8 @@ class MQARDataModule(SyntheticDataModule):
     """Sequences of ``seq_len`` tokens: ``num_pairs`` pairs ``k v`` (distinct keys), then, in the rest of the
     sequence, ``num_queries`` of those keys (default: all) each followed by its value, at random even
     offsets among blank tokens (id 0). Read as next-token prediction, the answer at each queried key is its
-    value; only those positions are scored. Keys are ids 1 .. (vocab-1)/2, values the ids above, so
-    guessing a value is right 1 time in (number of values).
+    value; only those positions are scored. Keys are ids 1 .. (vocab-1)/2, values the ids above (guessing
+    one of the values in the context, not solving the task, is right about 1 time in ``num_pairs``).
 
     Zoology's protocol (Arora et al. 2023) is three options: ``power_a`` < 1 draws the query gaps (in pairs of
     slots after the key-value pairs) with probability proportional to gap^(power_a - 1), so most queries come
@@ -41,9 +41,8 @@ class MQARDataModule(SyntheticDataModule):
             )
         self.vocab_size, self.context, self.num_pairs, self.num_queries = vocab, seq_len, num_pairs, queries
         self.power_a, self.distinct_values, self.answers_shown = power_a, distinct_values, answers_shown
-        self.chance = 1.0 / (vocab - 1 - self.keys)
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         p, q, first_value = self.num_pairs, self.num_queries, 1 + self.keys
         keys = distinct(n, p, 1, first_value, generator)  # (n, P)
         if self.distinct_values:

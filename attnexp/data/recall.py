@@ -25,9 +25,8 @@ class RecallDataModule(SyntheticDataModule):
             raise AttnexpError(f"data.vocab={vocab} and data.seq_len={seq_len} are too small for recall: it needs "
                                "at least 3 tokens and 4 positions (query, answer, filler, query). E.g. data.vocab=32 data.seq_len=64.")
         self.vocab_size, self.context = vocab, seq_len
-        self.chance = 1.0 / (vocab - 1)
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         query = torch.randint(0, self.vocab_size, (n, 1), generator=generator)  # (n, 1)
         filler = torch.randint(0, self.vocab_size - 1, (n, self.context), generator=generator)
         x = filler + (filler >= query).long()  # (n, L) every token but the query

@@ -31,9 +31,8 @@ class SelectiveCopyDataModule(SyntheticDataModule):
                 f"(vocab >= 3). E.g. data.num_tokens={min(num_tokens, seq_len)} data.vocab=16."
             )
         self.vocab_size, self.context, self.region, self.num_tokens = vocab, seq_len + num_tokens, seq_len, num_tokens
-        self.chance = 1.0 / (vocab - 2)
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         k, region = self.num_tokens, self.region
         data = torch.randint(2, self.vocab_size, (n, k), generator=generator)  # (n, K)
         x = torch.full((n, self.context), NOISE, dtype=torch.long)

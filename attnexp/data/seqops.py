@@ -21,6 +21,8 @@ class SeqOpsDataModule(SyntheticDataModule):
     ``test_lengths`` (longer lengths measure length generalisation: ``test/acc@len=N``).
     """
 
+    apart = ("test",)
+
     def __init__(self, op: str = "copy", vocab: int = 16, train_max_len: int = 16,
                  test_lengths: tuple[int, ...] = (8, 16, 24, 32), train_size: int = 20000, val_size: int = 1000,
                  test_size: int = 1000, batch_size: int = 64, eval_batch_size: int = 1000, split_seed: int = 0) -> None:
@@ -37,9 +39,8 @@ class SeqOpsDataModule(SyntheticDataModule):
             )
         self.op, self.train_max_len, self.test_lengths = op, train_max_len, lengths
         self.vocab_size, self.context = vocab, 2 * max(train_max_len, *lengths)
-        self.chance = 1.0 / (vocab - 2)
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """Train and val: lengths 1 to ``train_max_len``, uniformly."""
         length = torch.randint(1, self.train_max_len + 1, (n,), generator=generator)
         x, y = torch.full((n, self.context), PAD, dtype=torch.long), torch.full((n, self.context), NO_TARGET, dtype=torch.long)
@@ -48,10 +49,8 @@ class SeqOpsDataModule(SyntheticDataModule):
             x[rows], y[rows] = self.of_length(len(rows), m, generator)
         return x, y
 
-    def _unseen(self, split: str, generator: torch.Generator, seen: set[bytes]) -> tuple[Tensor, Tensor]:
-        """The test split: equal shares of each test length, each without training inputs."""
-        if split != "test":
-            return super()._unseen(split, generator, seen)
+    def draw_apart(self, split: str, generator: torch.Generator, seen: set[bytes]) -> tuple[Tensor, Tensor]:
+        """The test split: equal shares of each test length, none of them a train or val input."""
         lengths, n = self.test_lengths, self.sizes["test"]
         shares = [n // len(lengths) + (i < n % len(lengths)) for i in range(len(lengths))]
         parts = [self.fresh(k, lambda r, m=m: self.of_length(r, m, generator), seen, split) for m, k in zip(lengths, shares)]

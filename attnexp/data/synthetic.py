@@ -1,13 +1,16 @@
-"""Generated data for the diagnostic tasks: made once from a seed, held as whole tensors, no split seen twice."""
+"""Generated data for the diagnostic tasks: made once from a seed, held as whole tensors, splits dealt from one pool."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from functools import partial
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
+from attnexp.data.priors import answer_chance, sequence_chance
 from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
@@ -17,18 +20,21 @@ SPLITS = ("train", "val", "test")
 
 
 class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
-    """Base of the generated tasks: subclasses implement :meth:`generate` and set ``vocab_size``, ``context``
-    and ``chance`` (the accuracy of guessing, for the summary's check that a run learnt something).
+    """Base of the generated tasks: subclasses implement :meth:`generate` and set ``vocab_size`` and ``context``.
 
-    Each split is drawn from its own stream of ``split_seed`` (independent of the run's seed, so every run of
-    a comparison sees the same data); a val or test input that also occurs in training is dropped and another
-    drawn, so no evaluated input was trained on. Targets are ``NO_TARGET`` where nothing is scored.
+    The splits are dealt at random from one pool of distinct inputs drawn from one stream of ``split_seed``
+    (independent of the run's seed, so every run of a comparison sees the same data): no input is in two splits,
+    and every split follows the same distribution (of lengths, depths). A split with a distribution of its own
+    (``apart``: seqops' longer test sequences) is drawn after, from inputs the pool does not hold. Targets are
+    ``NO_TARGET`` where nothing is scored. ``chance`` is measured once the splits exist
+    (:mod:`attnexp.data.priors`): the best guess that does not solve the task, on the validation split.
     """
 
     vocab_size: int
     context: int
-    chance: float
+    chance: float = math.nan
     num_classes: int | None = None  # set for sequence classification (one label per input)
+    apart: tuple[str, ...] = ()  # splits drawn from a distribution of their own (:meth:`draw_apart`)
 
     def __init__(self, train_size: int, val_size: int, test_size: int, batch_size: int, eval_batch_size: int, split_seed: int) -> None:
         super().__init__()
@@ -44,39 +50,52 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
         spec = {"vocab_size": self.vocab_size, "context": self.context}
         return spec if self.num_classes is None else {**spec, "num_classes": self.num_classes}
 
-    def generate(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """``n`` inputs of token ids and their targets.  # (n, context), (n, context) or (n,)"""
+        raise NotImplementedError
+
+    def draw_apart(self, split: str, generator: torch.Generator, seen: set[bytes]) -> tuple[Tensor, Tensor]:
+        """A split of ``apart``: its own inputs, none of them in ``seen``."""
         raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        seen: set[bytes] = set()
-        for index, split in enumerate(SPLITS):
-            generator = torch.Generator().manual_seed(self.split_seed * 1_000_003 + index)
-            x, y = self._unseen(split, generator, seen)
-            if split == "train":
-                seen = {row.numpy().tobytes() for row in x}
-            self.splits[split] = (x, y)
-
-    def _unseen(self, split: str, generator: torch.Generator, seen: set[bytes]) -> tuple[Tensor, Tensor]:
-        """``sizes[split]`` examples whose inputs are not in ``seen``."""
-        return self.fresh(self.sizes[split], lambda n: self.generate(n, split, generator), seen, split)
+        generator = torch.Generator().manual_seed(self.split_seed * 1_000_003)
+        pooled = [s for s in SPLITS if s not in self.apart]
+        x, y = self.fresh(sum(self.sizes[s] for s in pooled), lambda n: self.generate(n, generator), set(), " + ".join(pooled))
+        order = torch.randperm(len(x), generator=generator)
+        start = 0
+        for split in pooled:
+            taken = order[start : start + self.sizes[split]]
+            self.splits[split] = (x[taken], y[taken])
+            start += self.sizes[split]
+        seen = {row.numpy().tobytes() for row in x}
+        for split in self.apart:
+            self.splits[split] = self.draw_apart(split, generator, seen)
+        measure = sequence_chance if self.num_classes else partial(answer_chance, unscored=NO_TARGET)
+        self.chance = measure(self.splits["train"], self.splits["val"])
 
     def fresh(self, wanted: int, draw: Callable[[int], tuple[Tensor, Tensor]], seen: set[bytes], split: str) -> tuple[Tensor, Tensor]:
-        """``wanted`` examples from ``draw(n)`` whose inputs are not in ``seen``, drawing more where some were."""
-        xs, ys, kept = [], [], 0
+        """``wanted`` examples from ``draw(n)`` with distinct inputs, none in ``seen``, drawing more where some were not."""
+        xs, ys, kept, taken = [], [], 0, set(seen)
         for _ in range(8):
             x, y = draw(wanted - kept + (wanted - kept) // 4 + 8)
-            new = torch.tensor([row.numpy().tobytes() not in seen for row in x], dtype=torch.bool)
+            new = []
+            for row in x:
+                key = row.numpy().tobytes()
+                new.append(key not in taken)
+                taken.add(key)
+            new = torch.tensor(new, dtype=torch.bool)
             xs.append(x[new]), ys.append(y[new])
             kept += int(new.sum())
             if kept >= wanted:
                 return torch.cat(xs)[:wanted], torch.cat(ys)[:wanted]
         raise AttnexpError(
-            f"data.{split}_size={self.sizes[split]} is more {split} examples than this task's settings can make without "
-            f"repeating a training input (found {kept} of {wanted}): the space of inputs is too small. Use a smaller "
-            f"data.{split}_size or data.train_size, or longer or more varied sequences."
+            f"{' + '.join(f'data.{name}_size' for name in split.split(' + '))} = {wanted} examples with distinct inputs are more than "
+            f"this task's settings can make{' without repeating another split' if seen else ''} (found {kept}): the space "
+            "of inputs is too small. Use smaller data.train_size, data.val_size or data.test_size, or longer or more "
+            "varied sequences."
         )
 
     def state_dict(self) -> dict[str, int]:

@@ -44,7 +44,7 @@ def test_files_tables_and_a_clear_verdict(tmp_path, capsys):
     assert "### test/acc (higher is better)" in text and "Baseline: model=dot" in text
     euclid = next(line for line in text.splitlines() if line.startswith("| model=euclid | 3 |"))
     assert "0.8500, 0.8640, 0.8700" in euclid and "+0.0513 [+0.0456, +0.0571]" in euclid
-    assert re.search(r"\| 0\.00[0-9]+ \(paired t\) \| better \|$", euclid), euclid
+    assert re.search(r"\| 0\.00[0-9]+ \(paired t\) \| 0\.00[0-9]+ \| better \|$", euclid), euclid
     loss_row = next(line for line in text.split("### test/loss")[1].splitlines() if line.startswith("| model=euclid"))
     assert loss_row.endswith("| better |")  # lower loss is better
     assert "model=euclid has 120 parameters, 1.20x the baseline's 100" in text
