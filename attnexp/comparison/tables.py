@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from attnexp.comparison.chance import at_chance, best_acc, chance
 from attnexp.comparison.stats import Difference, Spread, difference, spread, verdict
-from attnexp.runs.folders import Run
+from attnexp.runs.folders import Run, left_out_notes
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)
@@ -82,7 +82,9 @@ class Comparison:
 def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = ()) -> Comparison:
     """Group ``runs`` by configuration and compare every configuration with ``baseline`` (a config name or one of
     its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
-    metrics.json keys to compare (no better direction: their verdicts say higher or lower)."""
+    metrics.json keys to compare (no better direction: their verdicts say higher or lower). Runs stopped by bad input
+    or that trained or validated nothing are left out, each with a note among the warnings."""
+    notes, runs = left_out_notes(runs), [r for r in runs if r.comparable]
     metrics = summary_metrics(runs) | dict.fromkeys(columns, "")
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
     rows = group(runs, lambda r: r.config())
@@ -91,7 +93,7 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     fill(rows, base, metrics, spec)
     tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline)
     named = ",".join(f"{k}={v}" for k, v in spec.items()) if len({r.baseline for r in rows}) > 1 else (base.config if base else "")
-    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base))
+    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, [*warnings(rows, base), *notes])
 
 
 def summary_metrics(runs: list[Run]) -> dict[str, str]:
