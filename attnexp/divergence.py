@@ -26,14 +26,15 @@ class LossWatch:
         return len(self.unchecked) >= self.every
 
     def check(self, epoch: int) -> None:
-        """Raise :class:`DivergedError` naming the first step since the last check whose loss was not finite."""
+        """Raise :class:`DivergedError` naming the first step since the last check whose loss was not finite
+        (``epoch``: the epoch it trains, counted from 1)."""
         if not self.unchecked:
             return
         steps, losses = zip(*self.unchecked)
         self.unchecked = []
         bad = (~torch.isfinite(torch.stack(losses))).nonzero()  # one host sync
         if len(bad):
-            kept = ("checkpoints/last.ckpt still holds the last good epoch" if epoch > 0
+            kept = ("checkpoints/last.ckpt still holds the last good epoch" if epoch > 1
                     else "no epoch had finished, so no checkpoint was written")
             raise DivergedError(
                 f"The training loss became NaN or infinite at step {steps[int(bad[0])]} (epoch {epoch}). "

@@ -10,6 +10,10 @@ class AttnexpError(Exception):
     """A problem with the user's input or environment, explained in the message."""
 
 
+class OutOfMemory(AttnexpError):
+    """An allocation failed: explained, but a failed run (exit status 1), not bad input (a setting may fit elsewhere)."""
+
+
 def divisors(n: int) -> list[int]:
     """The values that divide ``n``: what messages list as allowed patch sizes or head counts."""
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -27,7 +31,8 @@ def root_cause(err: BaseException) -> BaseException:
 
 def is_bad_input(err: BaseException) -> bool:
     """An error caused by the user's config or files rather than by training."""
-    return isinstance(root_cause(err), (AttnexpError, ValueError, TypeError))
+    cause = root_cause(err)
+    return isinstance(cause, (AttnexpError, ValueError, TypeError)) and not isinstance(cause, OutOfMemory)
 
 
 def explain(err: BaseException) -> str:

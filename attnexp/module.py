@@ -36,7 +36,8 @@ class TaskModule(pl.LightningModule):
     bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
     resumed run continues exactly as an uninterrupted one would.
 
-    Logged per epoch, with the epoch as the x value: ``train/loss``, ``train/acc``, ``train/lr``,
+    Logged per epoch, with the epoch (counted from 1; for test metrics the epoch of the checkpoint tested) as the x
+    value: ``train/loss``, ``train/acc``, ``train/lr``,
     ``val/loss``, ``val/acc_best``, ``test/loss``, then the task's metrics under ``val/`` and
     ``test/`` (``acc``) and those it derives from each stage's loss (``ppl``).
     """
@@ -82,6 +83,8 @@ class TaskModule(pl.LightningModule):
         self.losses = LossWatch(divergence_check_every)  # the divergence check
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
         self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
+        self.loaded_epoch: int | None = None  # Lightning's epoch index of the checkpoint last loaded
+        self.tested_epoch: int | None = None  # the epoch (from 1) whose weights the test measures
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Plain attributes that already exist are set directly, skipping nn.Module's parameter,
@@ -173,7 +176,7 @@ class TaskModule(pl.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.losses.due:
-            self.losses.check(self.current_epoch)
+            self.losses.check(self.current_epoch + 1)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = {"torch": torch.get_rng_state()}
@@ -181,6 +184,7 @@ class TaskModule(pl.LightningModule):
             checkpoint["rng_states"]["cuda"] = torch.cuda.get_rng_state_all()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.loaded_epoch = checkpoint.get("epoch")
         states = checkpoint.get("rng_states", {})
         if "torch" in states:
             torch.set_rng_state(states["torch"])
@@ -188,7 +192,7 @@ class TaskModule(pl.LightningModule):
             torch.cuda.set_rng_state_all(states["cuda"])
 
     def on_train_epoch_end(self) -> None:
-        self.losses.check(self.current_epoch)
+        self.losses.check(self.current_epoch + 1)
         n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
         values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}
@@ -197,8 +201,9 @@ class TaskModule(pl.LightningModule):
         self.val_loss_this_epoch = None
 
     def _epoch_step(self) -> dict[str, float]:
-        """Lightning's ``step`` key: per-epoch curves get the epoch as their x value, not the optimizer step."""
-        return {"step": float(self.current_epoch)}
+        """Lightning's ``step`` key: per-epoch curves get the epoch, counted from 1, as their x value (not the optimizer
+        step); test metrics the epoch of the weights tested."""
+        return {"step": float(self.tested_epoch if self.trainer.testing else self.current_epoch + 1)}
 
     def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict, stage: str) -> None:
         loss, logits, y = self._step(batch)
@@ -225,6 +230,11 @@ class TaskModule(pl.LightningModule):
         if not self.trainer.sanity_checking and "val/acc" in values:
             self.val_acc_best.update(values["val/acc"])
             self.log_dict({"val/acc_best": self.val_acc_best.compute(), **self._epoch_step()}, sync_dist=True)
+
+    def on_test_start(self) -> None:
+        """The test measures the checkpoint it loaded (``trainer.test(ckpt_path=...)``), else the weights after the last epoch."""
+        tested = self.trainer.ckpt_path is not None and self.loaded_epoch is not None
+        self.tested_epoch = self.loaded_epoch + 1 if tested else self.current_epoch
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, self.test_loss, self.test_metrics, "test")

@@ -75,27 +75,36 @@ class Events(NamedTuple):
     scalars: dict[str, list[float]]  # tag -> values, in order
     steps: dict[str, list[int]]  # tag -> their steps
     images: set[str]
-    hparams: set[str]  # the keys of the HParams session
+    hparams: set[str]  # the keys of the HParams session, as TensorBoard shows them
     experiments: int  # HParams "experiment" summaries written
     texts: set[str]
+    session: dict  # shown key -> the session's value (a protobuf Value)
+    columns: list[str]  # the experiment's hparams as TensorBoard orders and shows them
+    metric_columns: list[str]  # the experiment's metrics in order
 
 
 def read_events(run) -> Events:
-    """Scalars with their steps, image tags, HParams keys and Text tags, from all event files of a folder."""
+    """Scalars with their steps, image tags, HParams keys and columns and Text tags, from all event files of a folder.
+    HParams columns are ordered as TensorBoard's HParams backend orders them: by name (differing ones first)."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
     from tensorboard.util.tensor_util import make_ndarray
 
-    found = Events({}, {}, set(), set(), 0, set())
-    experiments = 0
+    found = Events({}, {}, set(), set(), 0, set(), {}, [], [])
+    experiments, shown, values = 0, {}, {}
     for path in sorted(run.glob("events.out.tfevents.*")):
         for event in EventFileLoader(str(path)).Load():
             for value in event.summary.value:
                 plugin = value.metadata.plugin_data.plugin_name
                 if plugin == "hparams":
                     data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
-                    found.hparams.update(data.session_start_info.hparams)
-                    experiments += data.HasField("experiment")
+                    values.update(data.session_start_info.hparams)
+                    if data.HasField("experiment"):
+                        experiments += 1
+                        infos = sorted(data.experiment.hparam_infos, key=lambda i: (not i.differs, i.name))
+                        shown = {i.name: i.display_name or i.name for i in infos}
+                        found.columns[:] = [shown[i.name] for i in infos]
+                        found.metric_columns[:] = [m.display_name or m.name.tag for m in data.experiment.metric_infos]
                 elif plugin == "text":
                     found.texts.add(value.tag.split("/")[0])
                 elif plugin == "images" or value.HasField("image"):
@@ -104,6 +113,8 @@ def read_events(run) -> Events:
                     number = value.simple_value if value.HasField("simple_value") else float(make_ndarray(value.tensor))
                     found.scalars.setdefault(value.tag, []).append(number)
                     found.steps.setdefault(value.tag, []).append(event.step)
+    found.session.update({shown.get(k, k): v for k, v in values.items()})
+    found.hparams.update(found.session)
     return found._replace(experiments=experiments)
 
 
@@ -149,10 +160,11 @@ SLOW = ["trainer.max_epochs=3", "trainer.deterministic=true", "data.batch_size=1
         "callbacks.progress_bar.refresh_rate=0"]
 
 
-def start(cwd, *overrides):
+def start(cwd, *overrides, new_session: bool = False):
+    """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it)."""
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-m", "attnexp.cli.train", *overrides], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
 
 
 def wait_for_epochs(cwd, proc, epochs: int, timeout: float = 120) -> dict:

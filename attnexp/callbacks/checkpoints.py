@@ -1,8 +1,11 @@
-"""Checkpoints: check that a file fits the model before training from it; keep the best epoch, later ones winning ties."""
+"""Checkpoints: read one safely, saying in one paragraph what is wrong with a damaged one; check that a file fits the
+model before training from it; keep the best epoch, later ones winning ties, named by epoch counted from 1."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -11,19 +14,84 @@ from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
 
+log = logging.getLogger("attnexp")
 
-def check_checkpoint(path: str | Path, model: nn.Module) -> None:
-    """Raise :class:`AttnexpError` if ``path`` is missing, unreadable, or made for another model."""
+
+class DamagedCheckpoint(AttnexpError):
+    """A checkpoint file that exists but cannot be read as a Lightning checkpoint."""
+
+
+def read_checkpoint(path: str | Path, what: str = "") -> dict[str, Any]:
+    """The checkpoint at ``path`` (``what``: how the user named it), loaded as tensors and plain values only
+    (``weights_only``: a file can run no code); :class:`AttnexpError` for a missing file, :class:`DamagedCheckpoint`
+    for one cut short or that is no Lightning checkpoint."""
     path = Path(path)
+    what = what or f"The checkpoint {path}"
     if not path.is_file():
         raise AttnexpError(
-            f"ckpt_path={path} does not exist. Give the path of a .ckpt file, e.g. "
+            f"{what} does not exist. Give the path of a .ckpt file, e.g. "
             "outputs/runs/<date>/<run>/checkpoints/last.ckpt, or use resume=true to continue the previous run."
         )
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise AttnexpError(f"ckpt_path={path} is not a readable Lightning checkpoint ({type(err).__name__}: {err}).") from err
+        raise DamagedCheckpoint(f"{what} is damaged: {damage(err, path)}") from err
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise DamagedCheckpoint(f"{what} is damaged: it holds no model weights (no state_dict); no training run "
+                                "here wrote it.")
+    return state
+
+
+def damage(err: BaseException, path: Path) -> str:
+    """What is wrong with a file torch cannot load, without torch's advice to load it unsafely."""
+    size = path.stat().st_size
+    if isinstance(err, (OSError, EOFError)) or "zip archive" in str(err) or "central directory" in str(err):
+        what = "it ends early (cut short by a full disk, a crash while saving, or an unfinished copy)"
+    else:
+        what = "its contents are not a checkpoint's (written by another program, or overwritten)"
+    return f"{what}; {size:,} bytes ({type(err).__name__})."
+
+
+def intact_checkpoints(folder: Path, besides: Path) -> list[Path]:
+    """The run's other epoch checkpoints (best first, then last.ckpt) that load, newest first among the best."""
+    best = sorted((p for p in folder.glob("*.ckpt") if p.name not in ("last.ckpt", "interrupted.ckpt")), key=lambda p: p.stat().st_mtime)
+    found = []
+    for candidate in [*reversed(best), folder / "last.ckpt"]:
+        if candidate.is_file() and candidate.resolve() != besides.resolve():
+            try:
+                read_checkpoint(candidate)
+            except DamagedCheckpoint:
+                continue
+            found.append(candidate)
+    return found
+
+
+def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) -> str:
+    """``path`` if it loads and fits ``model``. Resuming, a damaged ``last.ckpt`` gives way to the run's newest intact
+    epoch checkpoint, with a warning (the epochs after that one are trained again); else a damaged file is an error
+    that names the run's intact checkpoints."""
+    path = Path(path)
+    what = f"This run's {path.parent.name}/{path.name}" if resumed else f"ckpt_path={path}"
+    try:
+        check_checkpoint(path, model, what)
+        return str(path)
+    except DamagedCheckpoint as err:
+        intact = intact_checkpoints(path.parent, besides=path)
+        if resumed and intact:
+            log.warning(f"{err} Continuing from {intact[0].name} instead, the newest intact checkpoint of the run: "
+                        "the epochs after it are trained again (their curves appear twice in TensorBoard).")
+            check_checkpoint(intact[0], model, f"This run's checkpoints/{intact[0].name}")
+            return str(intact[0])
+        hint = (f" Intact checkpoints of that run: {', '.join(str(p) for p in intact)} (ckpt_path= trains from one)."
+                if intact else " No other checkpoint of that run is intact" + (
+                    ": run the same command without resume=true to start anew." if resumed else "."))
+        raise DamagedCheckpoint(f"{err}{hint}") from err
+
+
+def check_checkpoint(path: str | Path, model: nn.Module, what: str = "") -> None:
+    """Raise :class:`AttnexpError` if ``path`` is missing, unreadable, or made for another model."""
+    path = Path(path)
+    state = read_checkpoint(path, what or f"ckpt_path={path}")["state_dict"]
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -35,14 +103,21 @@ def check_checkpoint(path: str | Path, model: nn.Module) -> None:
             if items
         )
         raise AttnexpError(
-            f"ckpt_path={path} was written by a different mixer or network ({details}). Use the same model, net and "
+            f"{what or f'ckpt_path={path}'} was written by a different mixer or network ({details}). Use the same model, net and "
             "data settings as the run that wrote it (its .hydra/config.yaml lists them)."
         )
 
 
 class BestCheckpoint(ModelCheckpoint):
     """Lightning's ``ModelCheckpoint``, except that an epoch that ties the best value so far replaces it:
-    the later of equally good epochs is the one tested (Lightning keeps the earlier)."""
+    the later of equally good epochs is the one tested (Lightning keeps the earlier); and ``{epoch}`` in file names
+    counts from 1, as the curves, the progress bar and metrics.json do (``epoch003``: after the third epoch)."""
+
+    def format_checkpoint_name(self, metrics: dict[str, Tensor], filename: str | None = None, ver: int | None = None,
+                               prefix: str | None = None) -> str:
+        if "epoch" in metrics:
+            metrics = {**metrics, "epoch": metrics["epoch"] + 1}
+        return super().format_checkpoint_name(metrics, filename, ver, prefix)
 
     def check_monitor_top_k(self, trainer: pl.Trainer, current: Tensor | None = None) -> bool:
         if current is None or self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:

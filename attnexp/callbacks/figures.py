@@ -17,7 +17,7 @@ class Figures(pl.Callback):
         if not writers:
             return
         figures = pl_module.task.figures(functools.partial(forward_with_weights, pl_module), trainer.datamodule)
-        write_figures(writers, figures, max(trainer.current_epoch - 1, 0))  # the last epoch trained: the curves' x axis
+        write_figures(writers, figures, trainer.current_epoch)  # the last epoch trained (from 1): the curves' x axis
 
 
 def figure_writers(trainer: pl.Trainer) -> list:

@@ -1,4 +1,5 @@
-"""Ctrl-C during training stops at the next batch boundary, as Lightning already does for SIGTERM."""
+"""Ctrl-C (and, in a sweep, SIGTERM) stops training and testing at the next batch boundary, as Lightning already
+does for SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,34 +9,35 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from attnexp import stop_request
+
 
 class DeferredInterrupt(pl.Callback):
-    """While fitting, SIGINT only records the request; the next batch end or epoch end raises KeyboardInterrupt,
+    """A stop request (:mod:`attnexp.stop_request`) raises KeyboardInterrupt at the next batch end or epoch end,
     and Lightning's usual interrupt path follows (``interrupted.ckpt``, status ``interrupted``, exit 130).
 
-    Python's default handler raises at whatever line the main thread is on. Inside
-    ``threading.Condition.notify`` (TensorBoard's event queue, written at every epoch end) that leaves a stale
-    waiter, the writer thread misses its wake-up, and closing the logger waited up to its ``flush_secs``
-    (120 s). A second Ctrl-C interrupts at once.
+    In a single run it installs the SIGINT handler itself while fitting (a second Ctrl-C interrupts at once); a
+    sweep's handlers, already there, are kept. Python's default handler raises at whatever line the main thread
+    is on. Inside ``threading.Condition.notify`` (TensorBoard's event queue, written at every epoch end) that
+    leaves a stale waiter, the writer thread misses its wake-up, and closing the logger waited up to its
+    ``flush_secs`` (120 s).
     """
 
     def __init__(self) -> None:
-        self.requested, self.previous = False, None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.previous: Any = None
+        self.raised = False
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handler)
+        if threading.current_thread() is threading.main_thread() and not stop_request.installed():
+            stop_request.clear()
+            self.previous = stop_request.install(stop_request.StopOnSignal(at_once=True), (signal.SIGINT,))[signal.SIGINT]
 
     def _check(self, *args: Any) -> None:
-        if self.requested:
-            self.requested = False
+        if stop_request.requested() and not self.raised:
+            self.raised = True
             raise KeyboardInterrupt
 
-    on_train_batch_end = on_validation_batch_end = on_train_epoch_end = on_validation_end = _check
+    on_train_batch_end = on_validation_batch_end = on_train_epoch_end = on_validation_end = on_test_batch_end = _check
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.previous is not None:

@@ -21,6 +21,23 @@ def best_score(trainer: pl.Trainer) -> dict[str, float]:
     return {} if score is None else {"monitor_best": float(score)}
 
 
+def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
+    """How a finished fit ends: ``ok``; ``untrained`` when no training batch ran; ``unvalidated`` when no validation
+    ran (no best checkpoint was chosen: the test measures the last weights). With ``error`` saying why."""
+    what = "the test measured" if test else "the run holds"
+    if trainer.global_step == 0:
+        return {"status": metrics_file.UNTRAINED, "error": (
+            f"no training batch ran (trainer.limit_train_batches={trainer.limit_train_batches}), so {what} the "
+            "initial weights.")}
+    score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    if not validated and score is None:
+        return {"status": metrics_file.UNVALIDATED, "error": (
+            f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
+            f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, {trainer.current_epoch} epochs), so no "
+            f"best checkpoint was chosen and {what} the last weights.")}
+    return {"status": metrics_file.OK}
+
+
 class MetricsFileWriter(pl.Callback):
     """Keeps ``metrics.json`` in the run folder up to date.
 
@@ -28,17 +45,20 @@ class MetricsFileWriter(pl.Callback):
     after test (after fit when ``test`` is false: no test follows); ``failed``
     or ``diverged`` (with ``error``) or ``interrupted`` (a checkpoint of the last
     completed step is saved as ``checkpoints/interrupted.ckpt``) if the run stops
-    early. Final metrics appear under their logged names (``test/acc``).
+    early. A run that trained no batch ends ``untrained``, one that never validated
+    (so no best checkpoint was chosen) ``unvalidated``, each with ``error`` saying
+    why: never ``ok``. Final metrics appear under their logged names (``test/acc``).
     """
 
     def __init__(self, output_dir: str, test: bool = True) -> None:
         self.output_dir, self.test = Path(output_dir), test
         self.started = time.perf_counter()
         self.fit_seconds, self.first_epoch = 0.0, 0
-        self.samples = 0
+        self.samples, self.validated = 0, False
+        self.outcome: dict[str, Any] = {"status": metrics_file.OK}
         self.record: dict[str, Any] = {}
 
-    def _write(self, trainer: pl.Trainer, status: str, **extra: Any) -> None:
+    def _write(self, trainer: pl.Trainer, status: str = metrics_file.OK, **extra: Any) -> None:
         self.record.update(metrics_file.final_metrics(trainer.callback_metrics))
         self.record.update(status=status, wall_s=round(time.perf_counter() - self.started, 3), **extra)
         if trainer.is_global_zero:
@@ -50,6 +70,10 @@ class MetricsFileWriter(pl.Callback):
         cfg, hydra = hydra_files(self.output_dir)
         choices = {k: str(v) for k, v in (hydra.runtime.choices if hydra else {}).items() if not k.startswith("hydra")}
         self.record = metrics_file.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
+        batch = getattr(trainer.datamodule, "batch_size", None)
+        if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
+            steps = int(getattr(pl_module, "accumulate_grad_batches", 1) or 1)
+            self.record.update(batch_size=batch, effective_batch_size=batch * trainer.world_size * steps)
         task = pl_module.task
         self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)
         paths = sorted({m.path_for(pl_module.device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
@@ -72,20 +96,24 @@ class MetricsFileWriter(pl.Callback):
         self.samples += pl_module.train_samples  # this rank's training inputs of the epoch
         self._write(trainer, metrics_file.RUNNING, epochs=trainer.current_epoch + 1)
 
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.validated = self.validated or not trainer.sanity_checking
+
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_seconds = time.perf_counter() - self.fit_started
         epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
+        self.outcome = outcome(trainer, self.validated, self.test)
         self._write(
             trainer,
-            metrics_file.TRAINED if self.test else metrics_file.OK,
             fit_s=round(self.fit_seconds, 3),
             seconds_per_epoch=round(self.fit_seconds / epochs, 3),
             train_samples_per_s=round(self.samples * trainer.world_size / max(self.fit_seconds, 1e-9), 1),  # ranks get equal shares
             **best_score(trainer),
+            **({"status": metrics_file.TRAINED} if self.test else self.outcome),
         )
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._write(trainer, metrics_file.OK)
+        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning

@@ -11,12 +11,26 @@ from pathlib import Path
 from attnexp.comparison.files import OUTPUTS, OverwriteError, write_all
 from attnexp.comparison.render import markdown
 from attnexp.comparison.tables import DEFAULT_TUNE, compare
-from attnexp.runs.folders import find_runs
+from attnexp.runs.folders import find_runs, left_out_notes
+
+DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
+with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
+summary.md, summary.csv, runs.csv, summary.tex and plots. Runs stopped by bad input, or that trained or validated
+nothing, are left out with a note; runs that did not finish are listed with their status."""
+EXAMPLES = """examples:
+  attnexp-compare outputs/multirun/2026-01-01/12-00-00                 a sweep again
+  attnexp-compare outputs/multirun/<date>/<a> outputs/multirun/<date>/<b> --out cmp   two sweeps together
+  attnexp-compare outputs/runs/2026-01-01 --baseline model=euclid      single runs of a day
+  attnexp-compare outputs/multirun/<date>/<time> --columns attn/layer0/entropy
+
+exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, no runs or a bad
+--baseline."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``attnexp-compare FOLDER...``: the comparison of every run under the folders, printed and written as files."""
-    parser = argparse.ArgumentParser(prog="attnexp-compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="attnexp-compare", description=DESCRIPTION, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", help="run folders or sweep folders (searched recursively)")
     parser.add_argument("--out", help="where to write the summary (default: ./comparison/<date>_<time>)")
     parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot (default: model=dot when present, else the first)")
@@ -36,8 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).", file=sys.stderr)
         return 2
     runs = find_runs(args.folders)
-    if not runs:
-        print(f"No runs (folders with metrics.json) under: {', '.join(args.folders)}", file=sys.stderr)
+    if not any(r.comparable for r in runs):
+        notes = " ".join(left_out_notes(runs))
+        print(f"attnexp-compare: no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
@@ -47,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnexp-compare: {err}", file=sys.stderr)
         return 2
     print(markdown(result) + f"\nWrote {', '.join(OUTPUTS)} and plots into {out}")
-    return 1 if any(r.status != "ok" for r in result.rows) else 0
+    return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
 
 
 def margins_given(items: Sequence[str]) -> dict[str, float]:

@@ -14,13 +14,15 @@ from typing import Any, NoReturn
 def run_then_exit(main: Callable[[], Any]) -> NoReturn:
     """Call ``main`` and exit with its status. The interpreter's exit runs as usual up to its teardown:
     threads are joined (pools shut down, a parallel launcher's workers included), exit handlers run and
-    output is flushed; logs, TensorBoard files and checkpoints are closed by then. Any exception but
-    SystemExit propagates as usual, traceback and ordinary exit included."""
+    output is flushed; logs, TensorBoard files and checkpoints are closed by then. KeyboardInterrupt exits with
+    status 130 and no traceback; any other exception but SystemExit propagates as usual, traceback included."""
     try:
         main()
         code: Any = 0
     except SystemExit as stop:
         code = stop.code
+    except KeyboardInterrupt:  # a second Ctrl-C stopping at once: the messages were printed
+        code = 130
     if code is not None and not isinstance(code, int):  # a message, as sys.exit takes one
         print(code, file=sys.stderr)
         code = 1

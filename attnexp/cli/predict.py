@@ -46,8 +46,6 @@ def find_checkpoint(run: Path, checkpoint: str) -> Path:
 def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, Any]]:
     """The trained network (eval mode, CPU) of a run folder, and its data's state from the checkpoint (a
     vocabulary, or for an encoder-decoder the vocabularies, shapes and image normalisation)."""
-    import torch
-
     folder = Path(run).expanduser()
     config = folder / ".hydra" / "config.yaml"
     if not config.is_file():
@@ -55,7 +53,7 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
             f"run={run} is not a run folder: {config} is missing. Pass the folder a training run wrote, "
             "e.g. run=outputs/runs/2026-01-01/12-00-00_dot_corpus."
         )
-    state = torch.load(find_checkpoint(folder, checkpoint), map_location="cpu", weights_only=True)
+    state = read_intact(find_checkpoint(folder, checkpoint), fall_back=checkpoint == "best")
     data_state = next((v for v in state.values() if isinstance(v, dict) and ("vocab" in v or "tgt_vocab" in v)), None)
     if data_state is None:
         raise AttnexpError(
@@ -69,6 +67,22 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
     net = build_net(OmegaConf.load(config).net, spec)
     net.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
     return net.eval(), data_state
+
+
+def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
+    """The checkpoint at ``path``; when it is damaged, with ``fall_back`` (``checkpoint=best``, the default) the run's
+    newest intact one with a warning, else an error naming the intact ones."""
+    from attnexp.callbacks.checkpoints import DamagedCheckpoint, intact_checkpoints, read_checkpoint
+
+    try:
+        return read_checkpoint(path)
+    except DamagedCheckpoint as err:
+        intact = intact_checkpoints(path.parent, besides=path)
+        if fall_back and intact:
+            print(f"warning: {err} Predicting with {intact[0]} instead.", file=sys.stderr)
+            return read_checkpoint(intact[0])
+        named = f" Intact: {', '.join(f'checkpoint={p}' for p in intact)}." if intact else " The run has no intact checkpoint."
+        raise DamagedCheckpoint(f"{err}{named}") from err
 
 
 def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tensor:

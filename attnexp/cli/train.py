@@ -16,18 +16,21 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import search_path
+from attnexp import stop_request
+from attnexp.cli import report, search_path
 from attnexp.cli.cores import sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
+from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
 from attnexp.cli.validate import check_config, check_environment, unaccepted
-from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
+from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input, root_cause
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import job_dirname, output_dir, resume_point
+from attnexp.runs.folders import FolderTaken, check_new_folder, job_dirname, output_dir, resume_point, run_dirname
 
 CONFIG_DIR = str(search_path.config_dir())
 search_path.register()  # the user's configs and modules (see attnexp.cli.search_path)
 OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
 OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
+OmegaConf.register_new_resolver("attnexp.run_dirname", run_dirname, replace=True)
 OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)
 log = logging.getLogger("attnexp")
 
@@ -56,19 +59,21 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Run one experiment described by ``cfg``; return the final metrics."""
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
-    ckpt_path = cfg.get("ckpt_path")
+    ckpt_path, resumed = cfg.get("ckpt_path"), False
     if cfg.get("resume"):
         action, last = resume_point(output_dir)
         if action == "done":
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
             return metrics_file.read(output_dir)
-        ckpt_path = last or ckpt_path
+        ckpt_path, resumed = last or ckpt_path, last is not None
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
+    else:
+        check_new_folder(output_dir)
 
     import pytorch_lightning as pl
     from hydra.utils import instantiate
 
-    from attnexp.callbacks.checkpoints import check_checkpoint
+    from attnexp.callbacks.checkpoints import checkpoint_to_train_from
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.cli import console
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
@@ -87,36 +92,40 @@ def train(cfg: DictConfig) -> dict[str, float]:
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
-        check_checkpoint(ckpt_path, module)
+        ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)
     callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
     callbacks.append(DeferredInterrupt())
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
-    quiet = {"enable_progress_bar": False, "enable_model_summary": False} if multirun else {}
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, **quiet)
-    if multirun:  # the model summary goes to train.log (Lightning's loggers write only there in a sweep)
-        from pytorch_lightning.utilities.model_summary import ModelSummary
-
-        logging.getLogger("pytorch_lightning").info(f"\n{ModelSummary(module)}")
+    quiet = {"enable_progress_bar": False} if multirun else {}
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, enable_model_summary=False, **quiet)
+    logging.getLogger("pytorch_lightning").info(console.model_summary(module))  # train.log only
+    if not multirun:
+        log.info(report.describe(cfg, module, trainer))
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=not multirun)
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     return metrics
 
 
 def record_failure(cfg: DictConfig, err: BaseException) -> str:
-    """Make sure the run's metrics.json says how it ended; return that status."""
+    """Make sure the run's metrics.json says how it ended; return that status. A record that another process wrote
+    (the run this one was to resume, a run already in the folder) is left as it was: nothing of this run is in it."""
     output_dir = Path(cfg.paths.output_dir)
     found = metrics_file.read(output_dir)
-    if found.get("status") in metrics_file.STOPPED:
-        return found["status"]
-    status = metrics_file.INTERRUPTED if isinstance(err, (KeyboardInterrupt, SystemExit)) else metrics_file.FAILED
-    written = {**metrics_file.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": explain(err)}
-    metrics_file.write(output_dir, written)
+    if isinstance(err, (KeyboardInterrupt, SystemExit)):
+        status, error = metrics_file.INTERRUPTED, report.INTERRUPTED
+    else:
+        status, error = (metrics_file.BAD_INPUT if is_bad_input(err) else metrics_file.FAILED), explain(err)
+    if found.get("status") == metrics_file.DIVERGED:
+        status = metrics_file.DIVERGED
+    if found.get("pid", os.getpid()) == os.getpid() and not isinstance(root_cause(err), FolderTaken):
+        written = {**metrics_file.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": error}
+        metrics_file.write(output_dir, written)
     return status
 
 
@@ -126,29 +135,44 @@ def main(cfg: DictConfig) -> Any:
 
     A failing run is recorded in its metrics.json and explained in one
     paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
-    other jobs still run.
+    other jobs still run; once the sweep is asked to stop, jobs not started yet do not start.
     """
+    output_dir, multirun = Path(cfg.paths.output_dir), is_multirun()
+    if multirun and stop_request.requested():
+        return float("nan")  # no record: resume=true starts this job
+    if not multirun:
+        log.info(f"Run folder: {report.shown(output_dir)}")
     try:
         metrics = train(cfg)
-        if is_multirun():
-            log.info(result_line(Path(cfg.paths.output_dir)))
+        for line in (report.result_line(output_dir) if multirun else report.run_report(output_dir)):
+            log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
+        if is_out_of_memory(err):
+            err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg))
         status = record_failure(cfg, err)
-        if status == metrics_file.FAILED and is_bad_input(err):
-            status = "bad_input"
-        reason = (
-            "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; "
-            "the same command with resume=true continues from the last finished epoch."
-            if status == metrics_file.INTERRUPTED else explain(err)
-        )
-        job = f" {job_name()}" if is_multirun() else ""
-        log.error(f"Run{job} {status.replace('_', ' ')}: {reason}")
+        if multirun and status == metrics_file.INTERRUPTED:
+            log.info(report.result_line(output_dir)[0])
+        else:
+            log.error(report.failure(status, err))
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        if status != metrics_file.INTERRUPTED and is_multirun():
-            return float("nan")  # the sweep goes on; its summary reports this job as failed
+        if multirun:
+            return float("nan")  # the sweep goes on (or stops, when asked to); its end reports this job
         raise SystemExit(EXIT_CODES[status]) from None
+
+
+def meta_parameter_count(cfg: DictConfig) -> int | None:
+    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be built."""
+    try:
+        import torch
+        from hydra.utils import instantiate
+
+        with torch.device("meta"):
+            net = build_net(cfg.net, instantiate(cfg.data).spec)
+        return sum(p.numel() for p in net.parameters())
+    except Exception:
+        return None
 
 
 def is_multirun() -> bool:
@@ -161,21 +185,6 @@ def parallel_threads() -> int | None:
         return None
     launcher = HydraConfig.get().launcher
     return threads_per_job(int(launcher.n_jobs)) if str(launcher.get("_target_", "")).endswith("JoblibLauncher") else None
-
-
-def job_name() -> str:
-    """A sweep job's number and its varying overrides: ``#3 (model=euclid,seed=1)``."""
-    job = HydraConfig.get().job
-    return f"#{job.num} ({job.override_dirname or 'no overrides'})"
-
-
-def result_line(output_dir: Path) -> str:
-    """One line for a finished sweep job: its status, the task's first summary metric and its wall time."""
-    found = metrics_file.read(output_dir)
-    metric = next(iter(found.get("summary") or [["val/acc_best"]]))[0]
-    value = found.get(metric)
-    shown = f"{metric} {value:.4f}" if isinstance(value, (int, float)) else f"no {metric}"
-    return f"Job {job_name()}: {found.get('status', '?')}, {shown}, {found.get('wall_s', 0):.1f} s"
 
 
 def cli() -> None:

@@ -87,9 +87,8 @@ def plot(c: Comparison, out: Path) -> None:
         if not epochs:
             continue
         values = [[cv[e] for cv in curves if e in cv] for e in epochs]
-        x = [e + 1 for e in epochs]
-        ax.plot(x, [statistics.fmean(v) for v in values], marker="o", label=row.config)
-        ax.fill_between(x, [min(v) for v in values], [max(v) for v in values], alpha=0.2)
+        ax.plot(epochs, [statistics.fmean(v) for v in values], marker="o", label=row.config)
+        ax.fill_between(epochs, [min(v) for v in values], [max(v) for v in values], alpha=0.2)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set(xlabel="epoch", ylabel=monitor, title=f"{monitor} per epoch (mean, min-max over seeds)\n{about}")
     ax.grid(alpha=0.3)
@@ -127,7 +126,7 @@ def plot_knob(c: Comparison, key: str, out: Path) -> None:
 
 
 def val_curve(folder: Path, tag: str) -> list[tuple[int, float]]:
-    """``tag`` per epoch (0-based) from the run's TensorBoard events (logged with the epoch as step), else from
+    """``tag`` per epoch (from 1) from the run's TensorBoard events (logged with the epoch as step), else from
     the CSV logger's ``metrics.csv``; the last value logged for each epoch."""
     if not any(folder.glob("events.out.tfevents.*")) and (folder / "metrics.csv").is_file():
         with (folder / "metrics.csv").open(newline="") as f:

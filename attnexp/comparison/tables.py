@@ -18,7 +18,7 @@ from attnexp.comparison.chance import at_chance, best_acc, chance
 from attnexp.comparison.search import Search, search
 from attnexp.comparison.stats import Difference, Spread, adjust, difference, finite, spread, verdict
 from attnexp.comparison.suite import Suite, suite
-from attnexp.runs.folders import Run
+from attnexp.runs.folders import Run, left_out_notes
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)
@@ -92,9 +92,11 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
     metrics.json keys to compare (no better direction: their verdicts say higher or lower). ``margin``: per metric,
     the difference below which configurations count as equivalent (defaults: :func:`margins.margin`). The trials of
-    a hyperparameter search are summarised apart (:mod:`attnexp.comparison.search`)."""
+    a hyperparameter search are summarised apart (:mod:`attnexp.comparison.search`). Runs stopped by bad input or
+    that trained or validated nothing are left out, each with a note among the warnings."""
     found = search(runs)
     runs = found.others if found else runs
+    notes, runs = left_out_notes(runs), [r for r in runs if r.comparable]
     refuse_duplicates(runs)
     metrics = summary_metrics(runs) | dict.fromkeys(columns, "")
     tuned_keys = [k for k in tune if any(k in r.settings for r in runs)]
@@ -104,7 +106,7 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     sources = fill(rows, base, metrics, spec, margin or {})
     tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline, margin or {})
     named = ",".join(f"{k}={v}" for k, v in spec.items()) if len({r.baseline for r in rows}) > 1 else (base.config if base else "")
-    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, warnings(rows, base), sources, found,
+    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base, [*warnings(rows, base), *notes], sources, found,
                       suite(runs, named))
 
 

@@ -28,6 +28,17 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
             f"data={data} needs a readable UTF-8 text file: check the path (a relative path starts from the "
             f"folder you run in, {os.getcwd()}) and its permissions, e.g. data.path=/abs/path/{example}."
         ) from err
+    if raw[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        raise AttnexpError(
+            f"data.path={path} is UTF-16 text; data={data} reads UTF-8 only. Convert it first, e.g. "
+            f"`iconv -f utf-16 -t utf-8 {path} > {file.stem}.utf8{file.suffix}`, and point data.path at the result."
+        )
+    if looks_binary(raw):
+        raise AttnexpError(
+            f"data.path={path} is not a text file: its first bytes hold NUL or other control bytes that text does not "
+            f"have (an image, archive, model or other binary file?). data={data} learns from UTF-8 text; point "
+            f"data.path at a text file, e.g. data.path=/abs/path/{example}."
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -44,6 +55,14 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
             f"Point data.path at a UTF-8 text file with at least a few thousand {'lines' if data == 'pairs' else 'characters'}."
         )
     return text
+
+
+def looks_binary(raw: bytes) -> bool:
+    """Whether a file's first 64 KiB look like binary data: a NUL byte, or more than 1 in 20 control bytes other than
+    tabs, line and page breaks (converting such a file to UTF-8 would make it no text to learn from)."""
+    head = raw[:65536]
+    control = sum(head.count(bytes([b])) for b in range(32) if b not in (9, 10, 12, 13))
+    return b"\x00" in head or control > len(head) / 20
 
 
 def split_fractions(val_fraction: float, test_fraction: float) -> tuple[float, float, float]:

@@ -28,7 +28,7 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
     for r in range(len(images)):
         cells.append((r, 0, images[r].permute(1, 2, 0).squeeze(-1), "input", {"cmap": "gray"}, {}))
         cells += [(r, c, data[r].float(), title, scale, {}) for c, (title, data) in enumerate(panels, start=1)]
-    fig = panel_figure(cells, len(images), 1 + len(panels), (2.2, 2.35), axis_labels=("query patch", "key patch"))
+    fig = panel_figure(cells, len(images), 1 + len(panels), (1.5, 1.7), axis_labels=("query patch", "key patch"))
     width, height = fig.get_size_inches()
     fig.set_size_inches(width + 1.0, height)  # room on the right for the colour bar and its labels
     grid = fig.axes[0]
@@ -37,6 +37,29 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
     bar = fig.add_axes(((width + 0.15) / (width + 1.0), box.y0 + 0.1 * box.height, 0.15 / (width + 1.0), 0.8 * box.height))
     fig.colorbar(grid.images[1], cax=bar, label="attention weight")
     return fig
+
+
+def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
+    """Grid the inputs of an :func:`attention_figure` into their ``patch`` x ``patch`` patches and number them as the
+    maps do (row by row), so that a query or key patch of a map can be found in the image. ``tokens``: the maps'
+    length; one more than the patches is a class token, named under the input."""
+    import matplotlib.patheffects as effects
+
+    ax = fig.axes[0]
+    for image in [im for im in ax.images if im.get_extent()[0] < 1]:  # the first column: the inputs
+        rows, cols = (n // patch for n in image.get_array().shape[:2])
+        left, right, bottom, top = image.get_extent()
+        dx, dy = (right - left) / cols, (top - bottom) / rows  # per patch, in the axes' units (y runs downwards)
+        for k in range(1, cols):
+            ax.plot([left + k * dx] * 2, [bottom, top], color="tab:orange", linewidth=0.8)
+        for k in range(1, rows):
+            ax.plot([left, right], [bottom + k * dy] * 2, color="tab:orange", linewidth=0.8)
+        size = min(9.0, 0.35 * 72 * (right - left) * fig.get_size_inches()[0] / ax.get_xlim()[1] / cols)
+        for n in range(rows * cols):  # in each patch's top left corner, where it hides least of the image
+            ax.text(left + (n % cols + 0.06) * dx, top - (n // cols + 0.04) * dy, str(n), ha="left", va="top",
+                    fontsize=size, color="white", path_effects=[effects.withStroke(linewidth=1.5, foreground="black")])
+        if tokens == rows * cols + 1:
+            ax.text((left + right) / 2, bottom + 0.02, f"{tokens - 1}: class token", ha="center", va="top", fontsize=9)
 
 
 def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
@@ -83,13 +106,13 @@ def panel_figure(
     for r, c, image, title, style, text in cells:
         left, bottom = c + 0.5 - half, r + 0.92
         ax.imshow(image, extent=(left, c + 0.5 + half, bottom, bottom - height), interpolation="nearest", **style)
-        ax.text(c + 0.5, bottom - height - 0.02, title, ha="center", va="bottom", **{"fontsize": 8, **text})
+        ax.text(c + 0.5, bottom - height - 0.02, title, ha="center", va="bottom", **{"fontsize": 10, **text})
         if axis_labels and c > 0:
             rows_, cols_ = image.shape[-2:]
-            ax.text(left - 0.01, bottom - height, "0", ha="right", va="top", fontsize=6)
-            ax.text(left - 0.01, bottom, f"{rows_ - 1}", ha="right", va="bottom", fontsize=6)
-            ax.text(left + 2 * half, bottom + 0.01, f"{cols_ - 1}", ha="right", va="top", fontsize=6)
-            ax.text(left - 0.04, bottom - height / 2, axis_labels[0], ha="right", va="center", rotation=90, fontsize=6)
-            ax.text(c + 0.5, bottom + 0.01, axis_labels[1], ha="center", va="top", fontsize=6)
+            ax.text(left - 0.01, bottom - height, "0", ha="right", va="top", fontsize=8)
+            ax.text(left - 0.01, bottom, f"{rows_ - 1}", ha="right", va="bottom", fontsize=8)
+            ax.text(left + 2 * half, bottom + 0.01, f"{cols_ - 1}", ha="right", va="top", fontsize=8)
+            ax.text(left - 0.08, bottom - height / 2, axis_labels[0], ha="right", va="center", rotation=90, fontsize=8)
+            ax.text(c + 0.5, bottom + 0.01, axis_labels[1], ha="center", va="top", fontsize=8)
     ax.set_xlim(0, columns), ax.set_ylim(rows, 0), ax.set_aspect("auto"), ax.set_axis_off()
     return fig

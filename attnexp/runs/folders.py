@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.errors import AttnexpError
 from attnexp.runs import metrics_file
 
 
@@ -72,14 +73,35 @@ def job_dirname(overrides: str, num: int) -> str:
     fixed ones excluded by :class:`attnexp.cli.sweep.SweepCallback`), one folder level each, the mixer first:
     ``model=euclid/seed=1``. ``/`` inside a value becomes ``_``; where the name would be too long for file names,
     ``job<num>_`` and a hash of it (the same for a resumed sweep); ``job<num>`` when nothing varies."""
-    items = [item.replace("/", "_") for item in str(overrides).split(",") if item]
-    items.sort(key=lambda item: (not item.lstrip("+~").startswith("model="), item))
+    items = name_items(overrides)
     name = "/".join(items)
     if not name:
         return f"job{num}"
-    if max(len(item.encode()) for item in items) <= 200:
+    if max(len(item.encode()) for item in items) <= MAX_NAME:
         return name
-    return f"job{num}_{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    return f"job{num}_{short(name)}"
+
+
+def run_dirname(overrides: str) -> str:
+    """Resolver for the end of a single run's folder name, after ``<time>_<mixer>_<data>``: the command line's other
+    overrides (``hydra.job.override_dirname``), so that runs differing by ``seed=1`` differ by name in TensorBoard:
+    ``_seed=1,trainer.max_epochs=2``; a hash of them where they would make the name too long; nothing without any."""
+    items = [i for i in name_items(overrides) if i.lstrip("+~").split("=")[0] not in ("model", "data")]
+    name = ",".join(items)
+    return "" if not name else f"_{name}" if len(name.encode()) <= MAX_NAME else f"_{short(name)}"
+
+
+MAX_NAME = 200  # bytes of a folder name made of overrides; file systems allow 255
+
+
+def name_items(overrides: str) -> list[str]:
+    """The ``key=value`` items of an override dirname, ``/`` in values as ``_``, the mixer first."""
+    items = [item.replace("/", "_") for item in str(overrides).split(",") if item]
+    return sorted(items, key=lambda item: (not item.lstrip("+~").startswith("model="), item))
+
+
+def short(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()[:12]
 
 
 def hydra_files(output_dir: str | Path) -> tuple[DictConfig | None, DictConfig | None]:
@@ -90,18 +112,43 @@ def hydra_files(output_dir: str | Path) -> tuple[DictConfig | None, DictConfig |
     return cfg, hydra
 
 
+class FolderTaken(AttnexpError):
+    """A new run's folder already holds another run's record."""
+
+
+def check_new_folder(output_dir: str | Path) -> None:
+    """A new run needs a folder of its own: one that holds a run's record (a folder named again with hydra.run.dir or
+    hydra.sweep.dir, or two search trials with the same values) would get two runs' curves and checkpoints."""
+    found = metrics_file.read(output_dir)
+    if found:
+        raise FolderTaken(
+            f"{output_dir} already holds a run (metrics.json status {found.get('status')}); a second run there would "
+            "mix its curves, checkpoints and record with it. Add resume=true to continue that run, or choose "
+            "another folder (hydra.run.dir=..., hydra.sweep.dir=...)."
+        )
+
+
 def resume_point(output_dir: str | Path) -> tuple[str, str | None]:
-    """What to do in a resumed run folder: ``("done", None)``, ``("continue", ckpt)`` or ``("fresh", None)``."""
+    """What to do in a resumed run folder: ``("done", None)``, ``("continue", ckpt)`` or ``("fresh", None)``; a run
+    whose process still runs is refused (two processes would write one folder)."""
     output_dir = Path(output_dir)
-    if metrics_file.read(output_dir).get("status") == metrics_file.OK:
+    record = metrics_file.read(output_dir)
+    status = metrics_file.current_status(record, output_dir) if record else None
+    if status == metrics_file.OK:
         return "done", None
+    if status in (metrics_file.RUNNING, metrics_file.TRAINED):
+        raise AttnexpError(
+            f"{output_dir} is still being trained by process {record.get('pid')} on this machine (metrics.json status "
+            f"{status}). Wait for it to end, or stop it (Ctrl-C or kill {record.get('pid')}), then resume."
+        )
     last = output_dir / "checkpoints" / "last.ckpt"
     return ("continue", str(last)) if last.exists() else ("fresh", None)
 
 
 @dataclass
 class Run:
-    """One run folder's record and the settings that name it."""
+    """One run folder's record (its status as it stands now: see :func:`metrics_file.current_status`) and the
+    settings that name it."""
 
     folder: Path
     settings: dict[str, str]  # key -> value of the overrides that vary between the runs found (seed included)
@@ -115,6 +162,10 @@ class Run:
     def ok(self) -> bool:
         return self.metrics.get("status") == metrics_file.OK
 
+    @property
+    def comparable(self) -> bool:
+        return metrics_file.comparable(str(self.metrics.get("status")))
+
     def config(self, leave_out: Sequence[str] = ()) -> str:
         """The configuration's name: its varying settings, the mixer first, seed (and ``leave_out``) aside."""
         keys = sorted((k for k in self.settings if k not in ("seed", *leave_out)), key=lambda k: (k != "model", k))
@@ -122,16 +173,26 @@ class Run:
 
 
 def find_runs(paths: Sequence[str | Path]) -> list[Run]:
-    """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between them."""
+    """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between the
+    comparable ones (a run stopped by bad input, or that trained nothing, names nothing)."""
     found = []
     for root in paths:
         for folder in sorted(p.parent for p in Path(root).rglob(metrics_file.FILE)):
             overrides_file = folder / ".hydra" / "overrides.yaml"
             overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
-            metrics = metrics_file.read(folder)
+            record = metrics_file.read(folder)
+            metrics = {**record, "status": metrics_file.current_status(record, folder)}
             settings = {"model": metrics_file.mixer(metrics), "data": str(metrics.get("data"))}
             settings.update(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
             found.append((folder, settings, metrics))
-    keys = sorted({k for _, s, _ in found for k in s} - {"resume"})
-    varying = [k for k in keys if len({s.get(k) for _, s, _ in found}) > 1 and k != "seed"] or ["model"]
+    named = [s for _, s, m in found if metrics_file.comparable(m["status"])] or [s for _, s, _ in found]
+    keys = sorted({k for s in named for k in s} - {"resume"})
+    varying = [k for k in keys if len({s.get(k) for s in named}) > 1 and k != "seed"] or ["model"]
     return [Run(folder, {k: s[k] for k in [*varying, "seed"] if k in s}, m) for folder, s, m in found]
+
+
+def left_out_notes(runs: Sequence[Run]) -> list[str]:
+    """A line for each run a comparison leaves out (bad input, trained or validated nothing), saying why."""
+    return [f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
+            + (f": {str(run.metrics['error']).splitlines()[0][:200].rstrip('.')}" if run.metrics.get("error") else "") + ")."
+            for run in runs if not run.comparable]

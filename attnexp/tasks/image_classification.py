@@ -9,15 +9,16 @@ from attnexp.tasks.base import Forward, Task
 
 class ImageClassification(Task):
     """Cross-entropy over classes; best checkpoint by ``val/acc`` by default. Figures: each layer's
-    attention maps over ``num_attention`` validation images (or squeeze-excitation gates), and a grid of
-    ``num_predictions`` predictions. The data module provides ``val_dataloader()`` and ``as_images(x)``."""
+    attention maps (a figure per layer, the inputs gridded and numbered by patch) over ``num_attention`` validation
+    images (or squeeze-excitation gates), and a grid of ``num_predictions`` predictions. The data module provides
+    ``val_dataloader()``, ``as_images(x)`` and ``patch_size``."""
 
-    def __init__(self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 4, num_predictions: int = 32) -> None:
+    def __init__(self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 2, num_predictions: int = 32) -> None:
         super().__init__(monitor, mode)
         self.num_attention, self.num_predictions = num_attention, num_predictions
 
     def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
-        from attnexp.figures.images import attention_figure, gates_figure, prediction_figure
+        from attnexp.figures.images import attention_figure, gates_figure, number_patches, prediction_figure
 
         n_att, n_pred = self.num_attention, self.num_predictions
         x, y = next(iter(datamodule.val_dataloader()))
@@ -28,5 +29,9 @@ class ImageClassification(Task):
         preds = logits.argmax(-1).cpu()
         figures = {"figures/predictions": prediction_figure(images[:n_pred], y[:n_pred], preds[:n_pred])}
         maps = [m[:n_att].cpu() if m is not None else None for m in maps]
-        drawn = {"figures/attention": attention_figure(images[:n_att], maps), "figures/gates": gates_figure(maps)}
+        drawn = {"figures/gates": gates_figure(maps)}
+        for i, m in enumerate(maps):  # a figure per layer: legible at TensorBoard's card size
+            if m is not None and m.dim() == 4:
+                drawn[f"figures/attention/layer{i}"] = fig = attention_figure(images[:n_att], [m if j == i else None for j in range(len(maps))])
+                number_patches(fig, datamodule.patch_size, m.shape[-1])
         return figures | {tag: fig for tag, fig in drawn.items() if fig is not None}

@@ -51,8 +51,8 @@ def test_bad_input_is_explained(cli, case):
     for word in words:
         assert word in output, (word, output[-2000:])
     assert "Traceback" not in output
-    for run in run_dirs(root / "outputs"):  # a folder that was made says the run failed
-        assert read_metrics(run)["status"] == "failed"
+    for run in run_dirs(root / "outputs"):  # a folder that was made says the run stopped on bad input
+        assert read_metrics(run)["status"] == "bad_input"
 
 
 def test_missing_mnist_offline(cli, tmp_path):
@@ -61,7 +61,7 @@ def test_missing_mnist_offline(cli, tmp_path):
     output = proc.stdout + proc.stderr
     assert f"{tmp_path}/nothing/MNIST/raw" in output and "ATTNEXP_DATA_DIR" in output
     (run,) = run_dirs(root / "outputs")
-    assert read_metrics(run)["status"] == "failed" and "Could not load MNIST" in read_metrics(run)["error"]
+    assert read_metrics(run)["status"] == "bad_input" and "Could not load MNIST" in read_metrics(run)["error"]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "magic"])

@@ -83,8 +83,8 @@ def test_tensorboard_runs_declare_the_same_hparams_and_log_by_epoch(sweep):
         scalars, hparams, texts = events.scalars, events.hparams, events.texts
         declared.append(frozenset(hparams))
         assert set(CURATED) <= hparams and "module.optimizer.lr" in hparams
-        assert events.experiments == 0  # TensorBoard builds the table from all sessions: no run's list hides another's
-        assert events.steps["val/acc"] == events.steps["train/loss"] == events.steps["attn/layer0/entropy"] == [0, 1]
+        assert events.experiments == 1 and events.columns[:len(CURATED)] == list(CURATED)  # in this order in TensorBoard
+        assert events.steps["val/acc"] == events.steps["train/loss"] == events.steps["attn/layer0/entropy"] == [1, 2]
         assert "epoch" not in scalars and "train/lr" in scalars and not any(t.startswith("lr-") for t in scalars)
         assert "config" in texts
         assert yaml.safe_load((run / "hparams.yaml").read_text())["mixer"] == read_metrics(run)["mixer"]

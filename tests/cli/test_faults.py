@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -70,7 +71,7 @@ def test_huge_learning_rate_diverges_with_clear_message(cli):
     record = read_metrics(run)
     assert record["status"] == "diverged"
     assert "NaN or infinite at step" in record["error"] and "module.optimizer.lr" in record["error"]
-    assert "(epoch 0)" in record["error"] and "no checkpoint was written" in record["error"]
+    assert "(epoch 1)" in record["error"] and "no checkpoint was written" in record["error"]  # epochs count from 1
     assert "Traceback" not in proc.stderr
 
 
@@ -100,3 +101,33 @@ def test_divergence_stops_at_once_and_keeps_last_good_checkpoint(tmp_path):
     assert trainer.global_step <= 50  # stopped within one check interval
     state = torch.load(tmp_path / "last.ckpt", weights_only=True)
     assert state["epoch"] == 1 and all(torch.isfinite(v).all() for v in state["state_dict"].values())
+
+
+def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path):
+    """Finding 6: the allocator's refusal becomes one paragraph (here under a 4 GiB address-space limit)."""
+    import re
+    import resource
+    import subprocess
+    import sys
+
+    from helpers import REPO, TEST_ENV, compose_cfg
+    from hydra.utils import instantiate
+
+    from attnexp.cli.train import build_net
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+    overrides = ["net.dim=16384", "callbacks.progress_bar.refresh_rate=0"]
+    proc = subprocess.run([sys.executable, "-m", "attnexp.cli.train", *overrides], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, preexec_fn=limit, env={**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    message = next(line for line in proc.stderr.splitlines() if line.startswith("Run failed: Out of memory"))
+    assert "Traceback" not in proc.stderr and "on the CPU (main memory): an allocation of" in message
+    cfg = compose_cfg(overrides, tmp_path)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in build_net(cfg.net, instantiate(cfg.data).spec).parameters())
+    assert re.search(r"The model has ([\d,]+) parameters", message)[1] == f"{params:,}"
+    assert "trains on batches of 64" in message and "Lower data.batch_size" in message and "net.dim" in message
+    (run,) = run_dirs(tmp_path / "outputs")
+    assert read_metrics(run)["status"] == "failed" and read_metrics(run)["error"].startswith("Out of memory")

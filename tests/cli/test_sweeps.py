@@ -21,14 +21,17 @@ def sweep_dir(root):
 
 
 def test_failing_job_is_recorded_and_others_run(cli):
+    """A job stopped by bad input is recorded so, and left out of the summary with a note (finding 4)."""
     root, proc = cli("--multirun", "model.heads=1,3", "trainer.max_epochs=1", QUIET, check=False)
     assert proc.returncode == 1
     sweep = sweep_dir(root)
     status = {p.relative_to(sweep).as_posix(): read_metrics(p)["status"] for p in run_dirs(sweep)}
-    assert status == {"model.heads=1": "ok", "model.heads=3": "failed"}  # the fixed overrides are not in the names
-    rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open()) if r["table"] == "all"}
-    assert rows["model.heads=1"]["status"] == "ok"
-    assert rows["model.heads=3"]["status"].startswith("seed 0 failed: dim=4 is not divisible by heads=3")
+    assert status == {"model.heads=1": "ok", "model.heads=3": "bad_input"}  # the fixed overrides are not in the names
+    rows = [r for r in csv.DictReader((sweep / "summary.csv").open()) if r["table"] == "all"]
+    assert [(r["config"], r["status"], r["n"]) for r in rows] == [("model=dot", "ok", "1")]  # the bad job is no row
+    summary = (sweep / "summary.md").read_text()
+    assert f"Left out: {sweep.relative_to(root) / 'model.heads=3'} (bad input: dim=4 is not divisible by heads=3" in summary
+    assert "Bad input in job #1 (model.heads=3): dim=4 is not divisible by heads=3" in proc.stderr
 
 
 def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
@@ -70,10 +73,13 @@ def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
 
 
 def test_ddp_on_cpu_gives_one_run(cli):
-    root, _ = cli("trainer=ddp", "trainer.accelerator=cpu", "trainer.max_epochs=1", QUIET)
+    root, proc = cli("trainer=ddp", "trainer.accelerator=cpu", "trainer.max_epochs=1", QUIET)
     (run,) = run_dirs(root / "outputs")
     record = read_metrics(run)
     assert record["status"] == "ok"
+    # the batch of one optimizer step: each of the 2 ranks trains on its own batch (finding 10)
+    assert (record["batch_size"], record["effective_batch_size"]) == (64, 128)
+    assert "batches of 64 per device, 128 per optimizer step" in proc.stderr
     # both ranks' samples: the digits training split (1797 - 360 test - 180 val), one share per rank
     assert record["train_samples_per_s"] * record["fit_s"] == pytest.approx(1257 // 2 * 2, rel=0.01)
     assert len(list((root / "outputs").rglob(".hydra"))) == 1
@@ -149,4 +155,36 @@ def test_compare_names_a_missing_folder(tmp_path, capsys):
 
     assert main([str(tmp_path / "nowhere")]) == 2
     assert f"no such folder: {tmp_path / 'nowhere'}" in capsys.readouterr().err
-    assert main([str(tmp_path)]) == 2 and "No runs" in capsys.readouterr().err  # a folder without runs
+    assert main([str(tmp_path)]) == 2 and "no runs to compare" in capsys.readouterr().err  # a folder without runs
+
+
+def test_jobs_that_would_share_a_folder_are_refused_before_anything_runs(cli):
+    """``seed=0,0`` would train two jobs into one folder (finding 2)."""
+    root, proc = cli("--multirun", "model=dot", "seed=0,1,0", QUIET, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "would run several jobs into one folder (jobs #0, #2 into seed=0)" in proc.stderr
+    assert "Nothing was run." in proc.stderr and "Traceback" not in proc.stderr
+    assert not list((root / "outputs").rglob("multirun.yaml")) and not run_dirs(root / "outputs")
+
+
+@pytest.mark.parametrize("override,words", [
+    ("hydra.launcher.n_jobs=0", ["hydra.launcher.n_jobs=0 is not allowed", "positive integer"]),
+    ("hydra/launcher=slurm", ["hydra/launcher=slurm submits each job to a SLURM cluster with sbatch", "hydra/launcher=basic"]),
+])
+def test_launcher_settings_that_cannot_work_stop_before_a_sweep_folder_is_made(cli, override, words):
+    """Finding 6: one paragraph and exit status 2, no traceback, no empty sweep folder (no sbatch on the PATH here)."""
+    root, proc = cli("--multirun", "model=dot,euclid", override, QUIET, check=False, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    for word in words:
+        assert word in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
+
+
+def test_submitit_leaves_no_stray_folder(cli):
+    """Finding 10: submitit's files go to .submitit/ without an empty folder named %j beside them."""
+    root, _ = cli("--multirun", "hydra/launcher=submitit_local", "model=dot", "trainer.max_epochs=1",
+                  "trainer.limit_train_batches=2", QUIET)
+    sweep = sweep_dir(root)
+    assert read_metrics(sweep / "job0")["status"] == "ok"
+    assert list((sweep / ".submitit").glob("*_0_log.out")) and not list(sweep.rglob("%j"))

@@ -95,8 +95,8 @@ def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task
     import torch
 
     callback = instantiate(cfg.callbacks.checkpoint)
-    path = Path(callback.format_checkpoint_name({"epoch": 3, monitor: torch.tensor(0.25)}))
-    assert path.parent == Path(callback.dirpath) and path.name == "epoch003-best0.2500.ckpt"  # no sub-folder from '/'
+    path = Path(callback.format_checkpoint_name({"epoch": 3, monitor: torch.tensor(0.25)}))  # Lightning's index of the 4th
+    assert path.parent == Path(callback.dirpath) and path.name == "epoch004-best0.2500.ckpt"  # no sub-folder from '/'
 
 
 @pytest.mark.parametrize("mode,best,current,replaces", [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False),

@@ -84,3 +84,42 @@ def test_weights_outside_zero_to_one_widen_the_scale_instead_of_being_clipped():
     fig = attention_figure(torch.rand(2, 1, 8, 8), [torch.rand(2, 1, 4, 4)])  # sigmoid's, in [0, 1]: the shared scale
     assert {im.get_clim() for im in fig.axes[0].images if im.get_cmap().name == "viridis"} == {(0.0, 1.0)}
     plt.close(fig)
+
+
+def test_attention_inputs_are_gridded_and_numbered_by_patch_as_the_maps_count():
+    """Finding 9: patch k of the input is row k and column k of every map (row by row); a class token is named."""
+    from attnexp.figures.images import number_patches
+
+    maps = [torch.rand(2, 1, 17, 17)]  # 16 patches of 7 x 7 and a class token
+    fig = attention_figure(torch.rand(2, 1, 28, 28), maps)
+    number_patches(fig, 7, 17)
+    ax = fig.axes[0]
+    inputs = [im for im in ax.images if im.get_extent()[0] < 1]
+    numbers = [t for t in ax.texts if t.get_text().isdigit() and t.get_position()[0] < 1]  # over the inputs
+    assert len(inputs) == 2 and len(numbers) == 2 * 16
+    left, right, bottom, top = inputs[0].get_extent()  # y grows downwards: the image's top has the smaller y
+    first = {int(t.get_text()): t.get_position() for t in numbers[:16]}
+    assert first[0][0] < first[1][0] < first[3][0] and first[0][1] == first[3][1]  # along the first row
+    assert first[4][1] > first[0][1] and first[4][0] == first[0][0]  # the next row starts under patch 0
+    assert left < first[0][0] < left + (right - left) / 4 and top < first[0][1] < top + (bottom - top) / 4
+    assert right - (right - left) / 4 < first[15][0] < right and bottom - (bottom - top) / 4 < first[15][1] < bottom
+    assert sum(len(line.get_xdata()) == 2 for line in ax.lines) == 2 * (3 + 3)  # 3 inner lines each way per input
+    assert [t.get_text() for t in ax.texts].count("16: class token") == 2
+    plt.close(fig)
+
+
+def test_each_layer_gets_its_own_attention_figure(tmp_path):
+    from types import SimpleNamespace
+
+    from attnexp.tasks import ImageClassification
+
+    images = torch.rand(4, 1, 8, 8)
+    loader = [(images, torch.arange(4))]
+    data = SimpleNamespace(val_dataloader=lambda: loader, as_images=lambda x: x, patch_size=2)
+    maps = [torch.rand(4, 2, 16, 16), torch.rand(4, 8), torch.rand(4, 1, 16, 16)]  # attention, gates, attention
+    figures = ImageClassification(num_attention=2, num_predictions=4).figures(lambda x: (torch.rand(len(x), 10), maps), data)
+    assert set(figures) == {"figures/predictions", "figures/gates", "figures/attention/layer0", "figures/attention/layer2"}
+    titles = [t.get_text() for t in figures["figures/attention/layer0"].axes[0].texts if "head" in t.get_text()]
+    assert titles == ["layer 0 head 0", "layer 0 head 1"] * 2
+    for fig in figures.values():
+        plt.close(fig)

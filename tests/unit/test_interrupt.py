@@ -1,4 +1,5 @@
-"""Ctrl-C while fitting waits for the next batch boundary; a second one interrupts at once."""
+"""Ctrl-C while fitting waits for the next batch boundary; a second one interrupts at once, except in a sweep's
+parallel jobs, which one Ctrl-C reaches twice (from the terminal and from the sweep)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 
 import pytest
 
+from attnexp import stop_request
 from attnexp.callbacks.interrupt import DeferredInterrupt
 
 
@@ -16,13 +18,49 @@ def test_ctrl_c_is_raised_at_the_next_batch_end_then_the_handler_is_restored():
     callback.on_fit_start(None, None)
     try:
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt here, inside whatever the program was doing
-        assert callback.requested
+        assert stop_request.requested() == signal.SIGINT
         with pytest.raises(KeyboardInterrupt):
             callback.on_train_batch_end(None, None, None, None, 0)
         callback.on_train_batch_end(None, None, None, None, 1)  # raised once
-        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C: Python's own handler, immediate
+        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C: immediate
             os.kill(os.getpid(), signal.SIGINT)
-            callback.requested = None  # the handler runs before this line
+            callback.raised = None  # the handler runs before this line
     finally:
         callback.teardown(None, None, "fit")
+        stop_request.clear()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_sweep_job_records_every_signal_and_keeps_the_sweep_handler():
+    """In a parallel sweep's worker both signals only record the request, however many arrive; the run's callback
+    keeps that handler and stops at the next test or training batch."""
+    previous = stop_request.install(stop_request.StopOnSignal(at_once=False))
+    try:
+        callback = DeferredInterrupt()
+        callback.on_fit_start(None, None)
+        assert isinstance(signal.getsignal(signal.SIGINT), stop_request.StopOnSignal) and callback.previous is None
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGINT):  # the group's Ctrl-C, then the sweep's forwarded one
+            os.kill(os.getpid(), sig)
+        assert stop_request.requested() == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt):
+            callback.on_test_batch_end(None, None, None, None, 0)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop_request.clear()
+
+
+def test_the_sweep_forwards_the_first_signal_and_stops_at_once_on_the_second():
+    forwarded = []
+    previous = stop_request.install(stop_request.StopOnSignal(at_once=True, on_first=forwarded.append))
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert forwarded == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            forwarded.append(None)  # the handler runs before this line
+        assert forwarded == [signal.SIGTERM]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop_request.clear()

@@ -85,3 +85,25 @@ def test_bad_files_raise_clear_errors(case, tmp_path):
     path = make(tmp_path)
     with pytest.raises(AttnexpError, match=message):
         _ = TextDataModule(str(path) if path else None, **{"context": 4, **kwargs}).spec
+
+
+@pytest.mark.parametrize("content", [
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8,  # an image
+    b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(200),  # a zip archive
+    b"abc" + bytes(range(1, 32)) * 100,  # control bytes, no NUL: valid UTF-8, but no text
+], ids=["png", "zip", "control bytes"])
+def test_a_binary_file_is_no_text_and_gets_no_conversion_advice(tmp_path, content):
+    """Finding 7: converting such a file from latin1 would give garbage to learn from."""
+    path = tmp_path / "file.bin"
+    path.write_bytes(content)
+    with pytest.raises(AttnexpError, match=r"is not a text file: its first bytes hold NUL or other control bytes") as err:
+        TextDataModule(path=str(path)).setup()
+    assert "iconv" not in str(err.value)
+
+
+def test_utf16_and_latin1_text_get_the_command_that_converts_them(tmp_path):
+    for encoding, source in (("utf-16", "utf-16"), ("latin1", "latin1")):
+        path = tmp_path / f"{encoding}.txt"
+        path.write_bytes("le café du señor\n".encode(encoding) * 50)
+        with pytest.raises(AttnexpError, match=f"iconv -f {source} -t utf-8 {path}"):
+            TextDataModule(path=str(path)).setup()

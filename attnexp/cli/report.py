@@ -1,0 +1,87 @@
+"""The lines ``attnexp`` prints about a run: what is about to train, the test result and where the files are, a
+sweep job's result line, and the one paragraph of a run that stopped."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from attnexp.errors import explain
+from attnexp.runs import metrics_file
+
+INTERRUPTED = ("stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "
+               "command with resume=true continues from the last finished epoch.")
+WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
+LABELS = {metrics_file.BAD_INPUT: "Bad input", metrics_file.FAILED: "Run failed", metrics_file.DIVERGED: "Run diverged",
+          metrics_file.INTERRUPTED: "Run interrupted"}
+DIGITS = 4
+
+
+def describe(cfg: DictConfig, module: Any, trainer: Any) -> str:
+    """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
+    choices = HydraConfig.get().runtime.choices
+    params = sum(p.numel() for p in module.parameters())
+    batch = OmegaConf.select(cfg, "data.batch_size", default=None)
+    step = effective_batch_size(batch, trainer)
+    per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
+    epochs = f"{trainer.max_epochs} epochs" if trainer.max_epochs and trainer.max_epochs > 0 else f"{trainer.max_steps} steps"
+    return f"Training {choices.get('model')} on {choices.get('data')}: {type(module.net).__name__}, {params:,} parameters; {epochs}, {per_step}."
+
+
+def effective_batch_size(batch: Any, trainer: Any) -> int | None:
+    """Samples per optimizer step: the batch size times the devices (data-parallel training) and accumulated batches."""
+    if not isinstance(batch, int):
+        return None
+    return batch * trainer.world_size * int(getattr(trainer.lightning_module, "accumulate_grad_batches", 1) or 1)
+
+
+def job_name() -> str:
+    """A sweep job's number and its varying overrides: ``#3 (model=euclid,seed=1)``."""
+    job = HydraConfig.get().job
+    return f"#{job.num} ({job.override_dirname or 'no overrides'})"
+
+
+def result_line(output_dir: Path) -> list[str]:
+    """A finished sweep job's line: its status, the task's first summary metric and its wall time."""
+    found = metrics_file.read(output_dir)
+    metric = next(iter(found.get("summary") or [["val/acc_best"]]))[0]
+    value = found.get(metric)
+    shown = f"{metric} {value:.{DIGITS}f}" if isinstance(value, (int, float)) else f"no {metric}"
+    return [f"Job {job_name()}: {found.get('status', '?')}, {shown}, {found.get('wall_s', 0):.1f} s"]
+
+
+def run_report(output_dir: Path) -> list[str]:
+    """A finished single run's last lines: the test result (rounded, with the epoch of the checkpoint tested) or why
+    there is none worth comparing, and where the run's files are."""
+    found = metrics_file.read(output_dir)
+    lines = []
+    tested = {k: v for k, v in found.items() if k.startswith("test/") and isinstance(v, (int, float))}
+    if tested:
+        monitor, best = found.get("monitor", "val/acc"), found.get("monitor_best")
+        checkpoint = f"checkpoint of epoch {found['tested_epoch']}" if found.get("tested_epoch") else "last weights"
+        chosen = f", {monitor} {best:.{DIGITS}f}" if isinstance(best, (int, float)) else ""
+        lines.append(f"Test ({checkpoint}{chosen}): " + ", ".join(f"{k} {v:.{DIGITS}f}" for k, v in sorted(tested.items())))
+    status = found.get("status", "?")
+    if status in (metrics_file.UNTRAINED, metrics_file.UNVALIDATED):
+        lines.append(f"Run {status}: {found.get('error', '')} Comparisons leave this run out.")
+    folder = shown(output_dir)
+    lines.append(f"Run {status} in {found.get('wall_s', 0):.1f} s: {folder}/ holds metrics.json, checkpoints/ and train.log; "
+                 f"curves: tensorboard --logdir {shlex.quote(folder)}")
+    return lines
+
+
+def shown(path: Path) -> str:
+    """``path`` as the user would type it: relative to the current folder when inside it."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def failure(status: str, err: BaseException) -> str:
+    """The one paragraph of a run that stopped; in a sweep it names the job."""
+    reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
+    job = f" in job {job_name()}" if HydraConfig.get().mode.name == "MULTIRUN" else ""
+    return f"{LABELS[status]}{job}: {reason}"
