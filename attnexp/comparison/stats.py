@@ -4,6 +4,7 @@ calculation asks for (statsmodels). Values that are not finite never reach them:
 
 from __future__ import annotations
 
+import gc
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -138,7 +139,12 @@ def adjust(diffs: Sequence[Difference]) -> list[Difference]:
         kept = [i for i, p in enumerate(ps) if math.isfinite(p)]
         adjusted = [math.nan] * len(ps)
         if kept:
-            for i, p in zip(kept, multipletests([ps[i] for i in kept], alpha=ALPHA, method="holm")[1]):
+            gc.freeze()  # statsmodels' Holm calls gc.collect(), which would walk every object of the process (0.1 s with torch)
+            try:
+                holm_p = multipletests([ps[i] for i in kept], alpha=ALPHA, method="holm")[1]
+            finally:
+                gc.unfreeze()
+            for i, p in zip(kept, holm_p):
                 adjusted[i] = float(p)
         return adjusted
 
