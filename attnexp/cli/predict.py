@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR, build_net
+from attnexp.cli.validate import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
 from attnexp.runs.folders import hydra_files
 
@@ -213,18 +214,9 @@ def main(cfg: DictConfig) -> Any:
         raise SystemExit(EXIT_CODES["bad_input"]) from None
 
 
-def quote_run(argument: str) -> str:
-    """``run=PATH`` with PATH quoted for Hydra's override grammar, which reads a sweep job's folder
-    (``.../model=euclid/seed=1``) as a second ``=``; other arguments, and quoted ones, as they are."""
-    key, sep, value = argument.partition("=")
-    if key == "run" and sep and value[:1] not in ("'", '"') and "'" not in value:
-        return f"run='{value}'"
-    return argument
-
-
 def cli() -> None:
     """Console script ``attnexp-predict``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
-    sys.argv[1:] = [quote_run(a) for a in sys.argv[1:]]
+    sys.argv[1:] = [quote_path(a, ("run",)) for a in sys.argv[1:]]
     run_then_exit(main)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from attnexp.cli import report, search_path
 from attnexp.cli.cores import sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
-from attnexp.cli.validate import check_config, check_environment, unaccepted
+from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input, root_cause
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import FolderTaken, check_new_folder, job_dirname, output_dir, resume_point, run_dirname
@@ -189,6 +190,12 @@ def parallel_threads() -> int | None:
 
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    sys.argv[1:] = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
+    try:
+        check_override_syntax(sys.argv[1:])
+    except AttnexpError as err:
+        print(err, file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input"]) from None
     run_then_exit(main)
 
 

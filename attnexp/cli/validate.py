@@ -52,6 +52,37 @@ def _check_arguments(prefix: str, node: DictConfig) -> None:
             check_value(f"{prefix}.{key}", value, RULES[key])
 
 
+def quote_path(argument: str, keys: tuple[str, ...]) -> str:
+    """``KEY=PATH`` for a key in ``keys`` (or under ``paths.``) with PATH quoted for Hydra's override grammar, which
+    reads the ``=`` and ``,`` of run folder names (``..._seed=1``, ``.../model=euclid/seed=1``) as syntax; other
+    arguments, and quoted values, as they are."""
+    key, sep, value = argument.partition("=")
+    if (key in keys or key.startswith("paths.")) and sep and value[:1] not in ("'", '"') and "'" not in value:
+        return f"{key}='{value}'"
+    return argument
+
+
+def check_override_syntax(args: list[str]) -> None:
+    """Refuse, in one paragraph, a command-line override Hydra's grammar cannot read. Run folders are named by their
+    overrides (``..._seed=1``), so a path to one, given as ``ckpt_path=`` or ``paths.*=``, needs quotes."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as err:
+            key, value = arg.split("=", 1)
+            raise AttnexpError(
+                f"The override {arg!r} cannot be read ({str(err).splitlines()[0].strip()}). A value holding '=', ',', "
+                f"spaces or brackets, such as the path of a run folder (named by its overrides, e.g. ..._seed=1), goes in "
+                f"quotes inside the argument: {key}='{value}' (in a shell: \"{key}='{value}'\")."
+            ) from None
+
+
 def check_environment(cfg: DictConfig) -> None:
     """The checks that import the classes a config names, or ask torch about the machine."""
     import torch

@@ -33,7 +33,7 @@ CASES = {
     "zero pairs": (["data=mqar", "data.num_pairs=0"], ["data.num_pairs=0 is not allowed", "positive integer"], 2),
     "unknown sequence op": (["data=seqops", "data.op=shuffle"], ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"], 2),
     "split too large for the task": (["data=seqops", "data.vocab=3", "data.train_max_len=2", "data.test_lengths=[1,2]",
-                                      "data.train_size=50", "data.val_size=20"], ["without repeating a training input"], 2),
+                                      "data.train_size=50", "data.val_size=20"], ["the space of inputs is too small"], 2),
 }
 
 
@@ -81,7 +81,7 @@ def test_corrupt_idx_file(cli, tmp_path, damage):
 def test_checkpoint_from_another_model(cli):
     root, _ = cli("trainer.max_epochs=1", "trainer.limit_train_batches=2", "callbacks.progress_bar.refresh_rate=0")
     (run,) = run_dirs(root / "outputs")
-    _, proc = cli("model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False)
+    _, proc = cli("model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False)  # the folder's name holds '=': quoted
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert "was written by a different mixer or network" in output

@@ -60,3 +60,15 @@ def test_sweeps_run_a_job_per_core_without_a_gpu(monkeypatch, gpus, affinity, jo
     monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(affinity)))
     assert cores.sweep_jobs() == jobs and cores.threads_per_job(jobs) == threads
     assert cores.threads_per_job(3) == max(1, affinity // 3)
+
+
+def test_a_path_holding_equals_signs_is_quoted_and_other_unreadable_overrides_explained(tmp_path):
+    from attnexp.cli.validate import check_override_syntax, quote_path
+    from attnexp.errors import AttnexpError
+
+    folder = "outputs/runs/2026-11-25/15-00_dot_digits_seed=1,trainer.max_epochs=2/checkpoints/last.ckpt"
+    assert quote_path(f"ckpt_path={folder}", ("ckpt_path",)) == f"ckpt_path='{folder}'"
+    assert quote_path("paths.log_dir=a=b", ()) == "paths.log_dir='a=b'" and quote_path("seed=1", ("ckpt_path",)) == "seed=1"
+    check_override_syntax([f"ckpt_path='{folder}'", "seed=1", "--multirun", "model=dot,euclid"])
+    with pytest.raises(AttnexpError, match=r"goes in quotes inside the argument: resume_from='a=b'"):
+        check_override_syntax(["resume_from=a=b"])
