@@ -69,7 +69,7 @@ def test_a_mixer_that_only_follows_the_call_contract_gets_telemetry_and_hparams(
     assert "_naive_digits_" in run.name and metrics["mixer"] == "naive"
     assert 0 < metrics["attn/layer0/entropy"] <= 1 and "attn/layer0/max_weight" in metrics
     hparams = yaml.safe_load((run / "hparams.yaml").read_text())
-    assert (hparams["width"], hparams["depth"], hparams["heads"]) == (4, 1, 1)  # one layer over the digits' 2x2 patches
+    assert tuple(int(hparams[k]) for k in ("width", "depth", "heads")) == (4, 1, 1)  # one layer over the digits' 2x2 patches
 
 
 def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
