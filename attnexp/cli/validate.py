@@ -57,9 +57,13 @@ def quote_path(argument: str, keys: tuple[str, ...]) -> str:
     reads the ``=`` and ``,`` of run folder names (``..._seed=1``, ``.../model=euclid/seed=1``) as syntax; other
     arguments, and quoted values, as they are."""
     key, sep, value = argument.partition("=")
-    if (key in keys or key.startswith("paths.")) and sep and value[:1] not in ("'", '"') and "'" not in value:
+    if not ((key in keys or key.startswith("paths.")) and sep) or (len(value) > 1 and value[0] == value[-1] in "'\""):
+        return argument
+    if "'" not in value:
         return f"{key}='{value}'"
-    return argument
+    if '"' not in value:  # a folder named by an override that was itself quoted
+        return f'{key}="{value}"'
+    return f"{key}='" + value.replace("'", "\\'") + "'"
 
 
 def check_override_syntax(args: list[str]) -> None:
