@@ -3,6 +3,8 @@ the kit must fail each on the check that names its defect."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -69,3 +71,48 @@ class FusedDisagrees(DotAttention):
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         mask = None if mask is None else self.full_mask(mask, q, k)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None, scale=0.5 * self.head_dim**-0.5)
+
+
+class MixesTheBatch(DotAttention):
+    """Adds the batch's mean to every sample: a sample's output depends on the others in its batch."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        out, weights = super().forward(x, context, mask, need_weights)
+        return out + out.mean(0, keepdim=True), weights
+
+
+class DropsALastToken(DotAttention):
+    """Returns one token fewer than it was given."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        out, weights = super().forward(x, context, mask, need_weights)
+        return out[:, :-1], weights
+
+
+class UnseededNoise(DotAttention):
+    """Adds noise from a generator of its own, seeded by the clock: the same seed gives other numbers."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        out, weights = super().forward(x, context, mask, need_weights)
+        generator = torch.Generator().manual_seed(time.perf_counter_ns())
+        return out + 1e-3 * torch.randn(out.shape, generator=generator), weights
+
+
+class UnsafeExp(DotAttention):
+    """exp() of the scores without taking each row's largest off first: overflows in bf16 for large scores."""
+
+    def score(self, q: Tensor, k: Tensor) -> Tensor:
+        return 1e3 * super().score(q, k)
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        e = scores.to(torch.bfloat16).exp()
+        return (e / e.sum(-1, keepdim=True)).float()
+
+
+class IgnoresHeads(DotAttention):
+    """Accepts ``heads=2`` and computes with one head."""
+
+    def __init__(self, dim: int, **options) -> None:
+        options["heads"] = 1
+        super().__init__(dim, **options)
+        self.heads = 2

@@ -8,11 +8,16 @@ from functools import partial
 import pytest
 from broken_mixers import (
     DeadParameter,
+    DropsALastToken,
     FusedDisagrees,
+    IgnoresHeads,
     IgnoresPadding,
     LeaksTheFuture,
+    MixesTheBatch,
     NaiveSoftmax,
     SigmoidCalledSoftmax,
+    UnsafeExp,
+    UnseededNoise,
 )
 from helpers import model_factory, options
 
@@ -39,8 +44,14 @@ def test_every_built_in_mixer_passes(name, one_thread):
     (partial(SigmoidCalledSoftmax), "weights as declared"),
     (partial(DeadParameter), "gradients"),
     (partial(FusedDisagrees, path="auto"), "fused equals explicit"),
+    (partial(MixesTheBatch), "batch independence"),
+    (partial(DropsALastToken), "shapes"),
+    (partial(UnseededNoise), "same seed, same output"),
+    (partial(UnsafeExp), "finite in bf16"),
+    (partial(IgnoresHeads), "contract options"),
 ], ids=["leaks the future", "ignores padding", "NaN on a fully masked row", "broadcasts another batch",
-        "sigmoid called a distribution", "dead parameter", "fused path disagrees"])
+        "sigmoid called a distribution", "dead parameter", "fused path disagrees", "mixes the batch",
+        "drops a token", "unseeded noise", "exp overflows in bf16", "ignores heads"])
 def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect, one_thread):
     found = verdicts(factory)
     assert found[defect] is False, found
