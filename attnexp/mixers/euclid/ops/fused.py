@@ -10,8 +10,9 @@ Per tile, in place where it can: ``x`` from one matmul (scale and norms in it), 
 ``s``; the output is ``(e @ v) / s``, dividing Lq x D values rather than the Lq x Lk weights. Where eps is below
 half an ulp of every distance (the usual case: eps = 1e-9, distances ~1) ``z`` is ``rsqrt(x)``, the same float32
 number in one pass. Scores are in base 2 (``exp2`` is about 3x faster than ``exp`` on a CPU): the caller passes
-``scale`` and ``eps`` times ln 2, so ``z`` is log2(e) times euclid's score and ``2^z`` its ``exp``. The backward pass works on ``dout / s`` with the unnormalised ``e``, and takes
-``rowsum(p * dp)`` as ``rowsum(dout * out)`` (Lq x D, as flash attention does).
+``scale`` and ``eps`` times ln 2, so ``z`` is log2(e) times euclid's score and ``2^z`` its ``exp``. The backward pass
+works on ``dout / s`` with the unnormalised ``e``, and takes ``rowsum(p * dp)`` as ``rowsum(dout * out)`` (Lq x D, as
+flash attention does).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ CPU_TILE_SCORES = 1 << 17  # scores per tile when tiling on a CPU (512 KiB of fl
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 LN2 = math.log(2.0)
 EXP_SAFE = 64.0  # 2^z of scores up to this cannot overflow a row's sum; above it each row's largest is taken off
-# Rows whose largest (base-2) score may pass 100 (scaled distance below 0.01) can hold one weight of exactly 1 and the others
-# exactly 0; there rowsum(p * dp) is taken from the weights, which cancels exactly, not as rowsum(dout * out), whose
-# rounding the factor z^2 / d (over 10^4 there) would blow up.
+# Rows whose largest (base-2) score may pass 100 (scaled distance below 0.01) can hold one weight of exactly 1 and
+# the others exactly 0; there rowsum(p * dp) is taken from the weights, which cancels exactly, not as
+# rowsum(dout * out), whose rounding the factor z^2 / d (over 10^4 there) would blow up.
 STEEP_X = 1e-4
 SCRATCH_LIMIT = 1 << 24  # floats (64 MiB): the backward's scratch is kept between calls up to this size
 
@@ -49,7 +50,7 @@ def scratch(like: Tensor) -> Tensor:
     if like.device.type != "cpu" or like.numel() > SCRATCH_LIMIT:
         return torch.empty_like(like)
     kept = getattr(_scratch, "buffer", None)
-    if kept is None or kept.numel() < like.numel():
+    if kept is None or kept.numel() < like.numel() or kept.dtype != like.dtype:
         kept = _scratch.buffer = like.new_empty(like.numel())
     return kept[: like.numel()].view(like.shape)
 
@@ -94,8 +95,8 @@ def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tens
 def forward_tile(q: Tensor, k: Tensor, v: Tensor, q_sq: Tensor, k_sq: Tensor, blocked: Tensor | None,
                  scale: float, eps: float, with_pw: bool, out: Tensor) -> TileForward:
     """Write the tile's output into ``out`` and return what its backward pass needs; ``scale`` and ``eps`` in base 2
-    (euclid's times ln 2, see the module's docstring). q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); q_sq (n, c, 1) and k_sq (n, 1, Lk) unscaled squared norms;
-    ``blocked`` True where a query may not attend (broadcast to (n, c, Lk)); out (n, c, Dv)."""
+    (euclid's times ln 2, see the module's docstring). q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); q_sq (n, c, 1) and
+    k_sq (n, 1, Lk) unscaled squared norms; ``blocked`` True where a query may not attend (broadcast to (n, c, Lk)); out (n, c, Dv)."""
     s2 = scale * scale
     x = torch.add(q_sq, k_sq)  # (n, c, Lk)
     x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)  # scale^2 ||q - k||^2 by the expansion
