@@ -95,8 +95,8 @@ MAX_NAME = 200  # bytes of a folder name made of overrides; file systems allow 2
 
 
 def name_items(overrides: str) -> list[str]:
-    """The ``key=value`` items of an override dirname, ``/`` in values as ``_`` and without the quotes a path needed on the
-    command line (a folder name then reads back as one value), the mixer first."""
+    """The ``key=value`` items of an override dirname, ``/`` in values as ``_`` and without the quotes a path needed
+    on the command line (a folder name then reads back as one value), the mixer first."""
     items = [item.replace("/", "_").replace("'", "").replace('"', "") for item in str(overrides).split(",") if item]
     return sorted(items, key=lambda item: (not item.lstrip("+~").startswith("model="), item))
 

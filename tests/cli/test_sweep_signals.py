@@ -73,7 +73,8 @@ def test_jobs_killed_without_a_word_are_reported_abandoned_and_resumed(tmp_path)
     from attnexp.cli.compare import main as compare
 
     # 40 epochs of ~0.2 s: neither job can finish while the other is still starting on a busy machine
-    args = [a for a in SWEEP if not a.startswith(("seed=", "trainer.max_epochs="))] + ["seed=0,1", "trainer.max_epochs=40"]
+    args = [a for a in SWEEP if not a.startswith(("seed=", "trainer.max_epochs="))]
+    args += ["seed=0,1", "trainer.max_epochs=40"]
     proc = start(tmp_path, *args, new_session=True)
     try:
         wait_for_two_jobs(tmp_path, proc)

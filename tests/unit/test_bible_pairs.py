@@ -25,7 +25,8 @@ class Bible:
         self.verses, self.books = verses, books
 
     def get_structure(self):
-        return SimpleNamespace(get_books=lambda: {"ot": [SimpleNamespace(osis_name=b, chapter_lengths=[3]) for b in self.books]})
+        books = [SimpleNamespace(osis_name=b, chapter_lengths=[3]) for b in self.books]
+        return SimpleNamespace(get_books=lambda: {"ot": books})
 
     def get(self, books, chapters, verses, clean):
         assert clean is False
@@ -36,7 +37,8 @@ class Bible:
 def script(monkeypatch):
     bibles = {"spaRV1909eb": Bible(SOURCE, ["Gen", "Jud"]), "engWEB2015eb": Bible(TARGET, ["Gen"])}
     modules = types.ModuleType("pysword.modules")
-    modules.SwordModules = lambda path: SimpleNamespace(parse_modules=lambda: bibles, get_bible_from_module=bibles.__getitem__)
+    modules.SwordModules = lambda path: SimpleNamespace(parse_modules=lambda: bibles,
+                                                         get_bible_from_module=bibles.__getitem__)
     monkeypatch.setitem(sys.modules, "pysword", types.ModuleType("pysword"))
     monkeypatch.setitem(sys.modules, "pysword.modules", modules)
     return runpy.run_path(str(REPO / "scripts" / "bible_pairs.py"), run_name="imported_by_tests")

@@ -36,9 +36,9 @@ def check_eps(eps: object) -> float:
         raise AttnexpError(f"model.eps={eps!r} is not allowed: the euclid score is 1/(distance + eps), so eps must be a "
                            "positive number such as 1e-9.")
     if not 2.0 / eps < FLOAT32_MAX:  # 2/eps: the fused path's base-2 score is log2(e) = 1.44 times the score
-        raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, which "
-                           f"must stay well inside float32 (largest {FLOAT32_MAX:.3g}): below eps = {2 / FLOAT32_MAX:.3g} "
-                           "its row would become NaN. Use e.g. model.eps=1e-9.")
+        raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, "
+                           f"which must stay well inside float32 (largest {FLOAT32_MAX:.3g}): below "
+                           f"eps = {2 / FLOAT32_MAX:.3g} its row would become NaN. Use e.g. model.eps=1e-9.")
     return float(eps)
 
 

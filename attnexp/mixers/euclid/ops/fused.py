@@ -96,7 +96,8 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, q_sq: Tensor, k_sq: Tensor, bl
                  scale: float, eps: float, with_pw: bool, out: Tensor) -> TileForward:
     """Write the tile's output into ``out`` and return what its backward pass needs; ``scale`` and ``eps`` in base 2
     (euclid's times ln 2, see the module's docstring). q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); q_sq (n, c, 1) and
-    k_sq (n, 1, Lk) unscaled squared norms; ``blocked`` True where a query may not attend (broadcast to (n, c, Lk)); out (n, c, Dv)."""
+    k_sq (n, 1, Lk) unscaled squared norms; ``blocked`` True where a query may not attend (broadcast to (n, c, Lk));
+    out (n, c, Dv)."""
     s2 = scale * scale
     x = torch.add(q_sq, k_sq)  # (n, c, Lk)
     x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)  # scale^2 ||q - k||^2 by the expansion
