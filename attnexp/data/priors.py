@@ -51,10 +51,20 @@ def answer_chance(train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], unsc
     vocab = int(max(tx.max(), vx.max(), ty.max(), vy.max())) + 1
     answers = torch.zeros(vocab, dtype=torch.bool)
     answers[ty[ty != unscored]] = True
-    seen = torch.zeros(len(vx), length, vocab, dtype=torch.bool).scatter_(2, vx.unsqueeze(2), True)
-    seen = seen.to(torch.uint8).cummax(1).values.bool() & answers  # (n, L, V) answer-class tokens up to each position
-    scored = vy != unscored
-    candidates = seen[scored]  # (answers, V)
-    hit = candidates.gather(1, vy[scored].unsqueeze(1)).squeeze(1)
-    from_context = float((hit / candidates.sum(1).clamp(min=1)).mean())
+    rows, at = (vy != unscored).nonzero(as_tuple=True)  # (answers,) each scored answer's row and position
+    target = vy[rows, at]
+    window = torch.arange(length) <= at.unsqueeze(1)  # (answers, L) the tokens a model has seen at the answer
+    hit = ((vx[rows] == target.unsqueeze(1)) & window).any(1) & answers[target]
+    candidates = distinct_so_far(vx, answers)[rows, at]
+    from_context = float((hit / candidates.clamp(min=1)).mean())
     return max(by_position, from_context)
+
+
+def distinct_so_far(x: Tensor, counted: Tensor) -> Tensor:
+    """How many distinct tokens with ``counted[token]`` stand in each row of ``x`` up to each position.  # (n, L)"""
+    order = x.argsort(dim=1, stable=True)  # equal tokens in order of position
+    ordered = x.gather(1, order)
+    first = torch.ones_like(x, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    first = torch.zeros_like(first).scatter_(1, order, first)  # (n, L) the token's first place in its row
+    return (first & counted[x]).cumsum(1)
