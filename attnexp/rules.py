@@ -30,6 +30,7 @@ def _positive_int(allowed: str = "a positive integer") -> Rule:
 RULES: dict[str, Rule] = {
     "heads": _positive_int("a positive integer that divides the token width"),
     "dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1)", "0.1"),
+    "embed_dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1), or null for net.dropout", "0.1"),
     "depth": _positive_int(),
     "enc_depth": _positive_int("a positive integer (encoder blocks)"),
     "dec_depth": _positive_int("a positive integer (decoder blocks)"),

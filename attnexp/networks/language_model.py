@@ -40,7 +40,9 @@ class LanguageModel(nn.Module):
 
     Every mixer is asked to be causal (``causal=True``), so the logits at
     position i depend on tokens <= i only; a mixer that cannot be refuses.
-    ``positions`` is ``sinusoidal`` (fixed), ``learned`` or ``none``. ``num_classes`` is
+    ``dropout`` applies to the embeddings, each residual branch and the feed-forward layers; ``embed_dropout``, if
+    set, to the embeddings instead (Zoology drops out the embeddings only). ``positions`` is ``sinusoidal``
+    (fixed), ``learned`` or ``none``. ``num_classes`` is
     the vocabulary size. ``bias=False`` leaves the biases out of the LayerNorms, the feed-forward layers and the
     head (the mixer's projections follow ``model.bias``); ``tied_embeddings`` makes the head's weight the token
     embedding's (as GPT-2 and nanoGPT do). ``init=gpt2`` draws every linear and embedding weight from N(0, 0.02)
@@ -65,14 +67,15 @@ class LanguageModel(nn.Module):
         bias: bool = True,
         tied_embeddings: bool = False,
         init: str = "torch",
+        embed_dropout: float | None = None,
     ) -> None:
         super().__init__()
-        check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
+        check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout, embed_dropout=embed_dropout)
         check_positions(positions)
         self.num_classes, self.context = vocab_size, context
         self.embed = nn.Embedding(vocab_size, dim)
         self.positions = POSITIONS[positions](context, dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = nn.Dropout(dropout if embed_dropout is None else embed_dropout)
         causal = {} if self.causal is None else {"causal": self.causal}
         mixers = [build_mixer(mixer, dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
         self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout, bias) for m in mixers)

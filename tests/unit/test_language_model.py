@@ -78,3 +78,22 @@ def test_prompt_unknown_words_warn_and_only_unknown_words_fail(capsys):
     assert "read as [unk]: 'zorro'" in capsys.readouterr().err
     with pytest.raises(AttnexpError, match=r"has no token the model knows.*e\.g\. "):
         encode_prompt("zorro lobo", vocab)
+
+
+def test_embed_dropout_drops_the_embeddings_only():
+    """Zoology's recipe: dropout on the embeddings, none on the residual branches (``net.embed_dropout``)."""
+    torch.manual_seed(0)
+    net = LanguageModel(mixer("dot", heads=2), vocab_size=11, context=9, dim=16, depth=2, mlp_ratio=0, dropout=0.0,
+                        embed_dropout=0.5, positions="learned").train()
+    x = torch.randint(0, 11, (3, 9))
+    embedded = []
+    net.drop.register_forward_hook(lambda module, args, out: embedded.append((args[0], out)))
+    net(x), net(x)
+    (first_in, first_out), (second_in, second_out) = embedded
+    assert torch.equal(first_in, second_in) and not torch.equal(first_out, second_out)  # the embeddings are dropped
+    assert float((first_out == 0).float().mean()) == pytest.approx(0.5, abs=0.15)
+    assert all(block.drop.p == 0.0 for block in net.blocks)
+    default = LanguageModel(mixer("dot", heads=2), vocab_size=11, context=9, dim=16, dropout=0.2)
+    assert default.drop.p == 0.2 and all(block.drop.p == 0.2 for block in default.blocks)  # null: net.dropout
+    with pytest.raises(AttnexpError, match=r"net\.embed_dropout=1\.5 is not allowed"):
+        LanguageModel(mixer("dot", heads=2), vocab_size=11, context=9, dim=16, embed_dropout=1.5)
