@@ -38,17 +38,16 @@ def gpt2_init(net: nn.Module, depth: int) -> None:
 class LanguageModel(nn.Module):
     """Token embedding + positions -> ``depth`` pre-norm causal blocks -> LayerNorm -> linear over the vocabulary.
 
-    Every mixer is asked to be causal (``causal=True``), so the logits at
-    position i depend on tokens <= i only; a mixer that cannot be refuses.
-    ``dropout`` applies to the embeddings, each residual branch and the feed-forward layers; ``embed_dropout``, if
-    set, to the embeddings instead (Zoology drops out the embeddings only). ``positions`` is ``sinusoidal``
-    (fixed), ``learned`` or ``none``. ``num_classes`` is
-    the vocabulary size. ``bias=False`` leaves the biases out of the LayerNorms, the feed-forward layers and the
-    head (the mixer's projections follow ``model.bias``); ``tied_embeddings`` makes the head's weight the token
-    embedding's (as GPT-2 and nanoGPT do). ``init=gpt2`` draws every linear and embedding weight from N(0, 0.02)
-    and the last layer of each residual branch (the mixer's output projection, the feed-forward's second layer)
-    from N(0, 0.02 / sqrt(2 depth)), biases zero, as GPT-2 does; ``torch`` keeps torch's defaults (an embedding
-    N(0, 1)), which a tied head cannot start from.
+    Every mixer is asked to be causal (``causal=True``), so the logits at position i depend on tokens <= i only; a
+    mixer that cannot be refuses. ``dropout`` applies to the embeddings, each residual branch and the feed-forward
+    layers; ``embed_dropout``, if set, to the embeddings instead (Zoology drops out the embeddings only).
+    ``positions`` is ``sinusoidal`` (fixed), ``learned`` or ``none``. ``num_classes`` is the vocabulary size.
+    ``bias=False`` leaves the biases out of the LayerNorms, the feed-forward layers and the head (the mixer's
+    projections follow ``model.bias``); ``tied_embeddings`` makes the head's weight the token embedding's (as GPT-2
+    and nanoGPT do). ``init=gpt2`` draws every linear and embedding weight from N(0, 0.02) and the last layer of
+    each residual branch (the mixer's output projection, the feed-forward's second layer) from N(0, 0.02 / sqrt(2
+    depth)), biases zero, as GPT-2 does; ``torch`` keeps torch's defaults (an embedding N(0, 1)), which a tied head
+    cannot start from.
     """
 
     causal: bool | None = True  # what every mixer is asked to be; None: the mixer's own setting
