@@ -26,11 +26,15 @@ def _positive_int(allowed: str = "a positive integer") -> Rule:
     return Rule(int, lambda v: v > 0, allowed, "1")
 
 
+def _probability(allowed: str = "a probability in [0, 1)") -> Rule:
+    return Rule(float, lambda v: 0 <= v < 1, allowed, "0.1")
+
+
 # argument name -> rule, whichever constructor (model, net, data) takes an argument of that name
 RULES: dict[str, Rule] = {
     "heads": _positive_int("a positive integer that divides the token width"),
-    "dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1)", "0.1"),
-    "embed_dropout": Rule(float, lambda v: 0 <= v < 1, "a probability in [0, 1), or null for net.dropout", "0.1"),
+    "dropout": _probability(),
+    "embed_dropout": _probability("a probability in [0, 1), or null for net.dropout"),
     "depth": _positive_int(),
     "enc_depth": _positive_int("a positive integer (encoder blocks)"),
     "dec_depth": _positive_int("a positive integer (decoder blocks)"),
