@@ -22,6 +22,7 @@ EXAMPLES = """examples:
   attnexp-compare outputs/multirun/<date>/<a> outputs/multirun/<date>/<b> --out cmp   two sweeps together
   attnexp-compare outputs/runs/2026-01-01 --baseline model=euclid      single runs of a day
   attnexp-compare outputs/multirun/<date>/<time> --columns attn/layer0/entropy
+  attnexp-compare <dot's sweep> <euclid's sweep> --ignore trainer.max_epochs   runs whose epochs were matched per seed
 
 exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, no runs or a bad
 --baseline."""
@@ -39,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE",
                         help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
                              "standard error of an accuracy on the examples evaluated; 1%% of the baseline for losses)")
+    parser.add_argument("--ignore", nargs="*", default=[], metavar="KEY",
+                        help="overrides that name no configuration: runs differing only in them are seeds of one "
+                             "(e.g. trainer.max_epochs where each seed's budget was matched to the other mixer's)")
     args = parser.parse_args(argv)
     try:
         margin = margins_given(args.margin)
@@ -49,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).", file=sys.stderr)
         return 2
-    runs = find_runs(args.folders)
+    runs = find_runs(args.folders, args.ignore)
     if not any(r.comparable for r in runs):
         notes = " ".join(left_out_notes(runs))
         print(f"attnexp-compare: no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}", file=sys.stderr)

@@ -173,9 +173,10 @@ class Run:
         return ",".join(f"{k}={self.settings[k]}" for k in keys) or "all runs"
 
 
-def find_runs(paths: Sequence[str | Path]) -> list[Run]:
+def find_runs(paths: Sequence[str | Path], ignore: Sequence[str] = ()) -> list[Run]:
     """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between the
-    comparable ones (a run stopped by bad input, or that trained nothing, names nothing)."""
+    comparable ones (a run stopped by bad input, or that trained nothing, names nothing). Overrides in ``ignore``
+    name nothing: runs that differ only there are seeds of one configuration (budgets matched run by run)."""
     found = []
     for root in paths:
         for folder in sorted(p.parent for p in Path(root).rglob(metrics_file.FILE)):
@@ -187,7 +188,7 @@ def find_runs(paths: Sequence[str | Path]) -> list[Run]:
             settings.update(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
             found.append((folder, settings, metrics))
     named = [s for _, s, m in found if metrics_file.comparable(m["status"])] or [s for _, s, _ in found]
-    keys = sorted({k for s in named for k in s} - {"resume"})
+    keys = sorted({k for s in named for k in s} - {"resume", *ignore})
     varying = [k for k in keys if len({s.get(k) for s in named}) > 1 and k != "seed"] or ["model"]
     return [Run(folder, {k: s[k] for k in [*varying, "seed"] if k in s}, m) for folder, s, m in found]
 

@@ -42,7 +42,7 @@ def test_pairs_run_scores_bleu(cli, tmp_path):
     root, _ = cli("data=pairs", f"data.path={path}", *SMALL, env=ONE_THREAD)
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
-    assert metrics["status"] == "ok" and metrics["task"] == "translation"
+    assert metrics["status"] == "ok" and metrics["task"] == "translation" and metrics["monitor"] == "val/bleu"
     assert 0 <= metrics["test/bleu"] <= 1 and "test/cer" not in metrics
     proc = run_predict(run, 'source="dos tres"', "beam=1")
     assert proc.returncode == 0 and "(greedy)" in proc.stdout, proc.stderr[-2000:]

@@ -88,7 +88,8 @@ def test_data_picks_its_network(data, net, tmp_path):
 
 @pytest.mark.parametrize("data,task,monitor,mode", [("digits", "ImageClassification", "val/acc", "max"),
                                                     ("corpus", "NextToken", "val/loss", "min"),
-                                                    ("dates", "Seq2SeqTask", "val/exact", "max")])
+                                                    ("dates", "Seq2SeqTask", "val/exact", "max"),
+                                                    ("pairs", "Seq2SeqTask", "val/bleu", "max")])
 def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task, monitor, mode, tmp_path):
     cfg = compose_cfg([f"data={data}"], tmp_path)
     assert cfg.task._target_.endswith(task)

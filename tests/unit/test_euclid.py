@@ -222,8 +222,8 @@ def test_float64_inputs_keep_their_dtype():
 def test_path_choice():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     attn = EuclidAttention(64, heads=4)  # head dim 16
-    assert attn.path_for(cpu) == "fused" and attn.path_for(cuda) == "flex"
-    assert EuclidAttention(63, heads=7).path_for(cuda) == "fused"  # head dim 9: no flex kernel
+    assert attn.path_for(cpu) == "fused" and attn.path_for(cuda) == "fused"  # flex only by name: slower on a GPU
+    assert EuclidAttention(64, heads=4, path="flex").path_for(cuda) == "flex"
     assert attn.path_for(cpu, need_weights=True) == "explicit"
     assert EuclidAttention(64, heads=4, path="explicit").path_for(cpu) == "explicit"
     assert EuclidAttention(64, heads=4, path="flex").path_for(cpu) == "flex"

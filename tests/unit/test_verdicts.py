@@ -206,3 +206,18 @@ def test_a_margin_given_decides_equivalence_and_a_bad_one_is_explained(tmp_path,
     assert verdicts == {0.0001: "better", 0.02: "equivalent within ±0.02"}  # +0.0025: beyond the first, within the second
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "c"), "--margin", "test/acc=big"]) == 2
     assert "--margin 'test/acc=big' is not METRIC=VALUE" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_ignored_overrides_pool_runs_whose_budgets_were_matched_per_seed(tmp_path, capsys):
+    """Dot trained for the epochs euclid reached on each seed (9 on seed 0, 10 on the others): one configuration
+    with --ignore, paired with euclid's seeds; without it, seed 0 is a configuration of its own."""
+    for seed in range(3):
+        epochs = f"trainer.max_epochs={9 if seed == 0 else 10}"
+        record(tmp_path / "dot", f"{seed}", "dot", seed, 0.80 + 0.01 * seed, overrides=[epochs])
+        record(tmp_path / "euclid", f"{seed}", "euclid", seed, (0.75, 0.77, 0.76)[seed], overrides=["trainer.max_epochs=20"])
+    assert main([str(tmp_path / "dot"), str(tmp_path / "euclid"), "--out", str(tmp_path / "a")]) == 0
+    assert "model=dot,trainer.max_epochs=9" in capsys.readouterr().out
+    assert main([str(tmp_path / "dot"), str(tmp_path / "euclid"), "--ignore", "trainer.max_epochs", "--out", str(tmp_path / "b")]) == 0
+    row = euclid_row(capsys.readouterr().out)
+    assert row.startswith("| model=euclid | 3 |") and "(paired t)" in row and "worse" in row, row
+    assert {r.config for r in compare(find_runs([tmp_path], ignore=["trainer.max_epochs"])).rows} == {"model=dot", "model=euclid"}

@@ -20,9 +20,9 @@ class EuclidAttention(MultiHeadAttention):
     all the weight and the gradient stays finite. Distances are exact where it matters (see
     :mod:`~attnexp.mixers.euclid.formula`). Paths (``model.path``), all giving the formula's numbers up to float32
     rounding: ``explicit`` (the formula through autograd), ``fused`` (one autograd function in torch operations,
-    :mod:`~attnexp.mixers.euclid.ops.fused`), ``flex`` (FlexAttention: ``auto``'s choice on a GPU when the head
-    dim is a power of 2 from 16). Under ``torch.compile`` and ``torch.export`` the explicit formula runs, with
-    every distance from the difference (the compiler fuses it).
+    :mod:`~attnexp.mixers.euclid.ops.fused`; ``auto``'s choice on every device), ``flex`` (FlexAttention, by name:
+    on an H200 it took 2.5 times fused's time at 1k-8k tokens, docs/benchmarks.md). Under ``torch.compile`` and
+    ``torch.export`` the explicit formula runs, with every distance from the difference (the compiler fuses it).
     """
 
     fused_paths = ("fused", "flex")
@@ -34,9 +34,6 @@ class EuclidAttention(MultiHeadAttention):
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         return euclid_score(q, k, self.head_dim**-0.5, self.eps)  # (B, H, Lq, Lk)
-
-    def auto_path(self, device: torch.device, head_dim: int) -> str:
-        return "flex" if device.type == "cuda" and head_dim >= 16 and head_dim & (head_dim - 1) == 0 else "fused"
 
     def path_for(self, device: torch.device, need_weights: bool = False) -> str:
         return "explicit" if torch.compiler.is_compiling() else super().path_for(device, need_weights)
