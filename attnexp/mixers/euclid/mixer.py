@@ -21,7 +21,7 @@ class EuclidAttention(MultiHeadAttention):
     :mod:`~attnexp.mixers.euclid.formula`). Paths (``model.path``), all giving the formula's numbers up to float32
     rounding: ``explicit`` (the formula through autograd), ``fused`` (one autograd function in torch operations,
     :mod:`~attnexp.mixers.euclid.ops.fused`; ``auto``'s choice on every device), ``flex`` (FlexAttention, by name:
-    on an H200 it took 2.5 times fused's time at 1k-8k tokens, docs/benchmarks.md). Under ``torch.compile`` and
+    on an H200 it took 1.5-2.6 times fused's time, docs/benchmarks.md). Under ``torch.compile`` and
     ``torch.export`` the explicit formula runs, with every distance from the difference (the compiler fuses it).
     """
 
