@@ -14,6 +14,10 @@ from typing import Any, TextIO
 QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs")
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
 RANK_ZERO = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
+# Logs "Received SIGTERM" from inside its signal handler: a signal that lands while a handler is writing to the same
+# file or stream makes that write reentrant, and logging prints a "Logging error" traceback. Our own stop message
+# says the same thing from outside the handler (attnexp.callbacks.interrupt, attnexp.cli.sweep_signals).
+IN_SIGNAL_HANDLER = "pytorch_lightning.trainer.connectors.signal_connector"
 
 
 class NoAdvertising(logging.Filter):
@@ -62,12 +66,13 @@ def show_warning(message: Any, category: type[Warning], filename: str, lineno: i
 
 
 def configure(multirun: bool) -> None:
-    """Install the filters and the warning hook; in a multirun route Lightning's loggers, warnings and epoch lines to
-    the job's log file alone."""
+    """Install the filters and the warning hook and keep logging out of Lightning's SIGTERM handler; in a multirun
+    route Lightning's loggers, warnings and epoch lines to the job's log file alone."""
     for name in RANK_ZERO:
         logger = logging.getLogger(name)
         if not any(isinstance(f, NoAdvertising) for f in logger.filters):
             logger.addFilter(NoAdvertising())
+    logging.getLogger(IN_SIGNAL_HANDLER).setLevel(logging.WARNING)
     warnings.showwarning = show_warning
     root = logging.getLogger()
     files = [h for h in root.handlers if isinstance(h, logging.FileHandler)]  # Hydra's train.log

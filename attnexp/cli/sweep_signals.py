@@ -51,9 +51,9 @@ class SweepStop(stop_request.StopOnSignal):
 
     def __call__(self, signum: int, frame: Any) -> None:
         if stop_request.requested():
-            print("\nStopping at once: the jobs that were running are killed; their metrics.json stays at running "
-                  "(reported as abandoned). The same command with resume=true continues them from their last "
-                  "finished epoch.", file=sys.stderr, flush=True)
+            say("\nStopping at once: the jobs that were running are killed; their metrics.json stays at running "
+                "(reported as abandoned). The same command with resume=true continues them from their last "
+                "finished epoch.")
             for worker in workers():
                 worker.kill()
         super().__call__(signum, frame)
@@ -62,12 +62,22 @@ class SweepStop(stop_request.StopOnSignal):
 def forward(signum: int) -> None:
     """Pass the stop request on to every worker, and say what happens now."""
     name = signal.Signals(signum).name
-    print(f"\n{name}: stopping the sweep. Each running job stops at its next batch boundary and saves "
-          "checkpoints/interrupted.ckpt; jobs not started yet are skipped. Another Ctrl-C or SIGTERM stops at once.",
-          file=sys.stderr, flush=True)
+    say(f"\n{name}: stopping the sweep. Each running job stops at its next batch boundary and saves "
+        "checkpoints/interrupted.ckpt; jobs not started yet are skipped. Another Ctrl-C or SIGTERM stops at once.")
     for worker in workers():
         with contextlib.suppress(ProcessLookupError):  # ended meanwhile
             os.kill(worker.pid, signum)
+
+
+def say(text: str) -> None:
+    """A line on stderr from a signal handler: written to the file descriptor, because the handler may run while the
+    program is inside a write to sys.stderr, and writing to it again there raises "reentrant call"."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor (a test's capture)
+        print(text, file=sys.stderr, flush=True)
+        return
+    os.write(fd, f"{text}\n".encode())
 
 
 def workers() -> list[multiprocessing.process.BaseProcess]:

@@ -3,13 +3,18 @@ parallel jobs, which one Ctrl-C reaches twice (from the terminal and from the sw
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import signal
+import warnings
 
 import pytest
+import pytorch_lightning as pl
 
 from attnexp import stop_request
 from attnexp.callbacks.interrupt import DeferredInterrupt
+from attnexp.cli import console
 
 
 def test_ctrl_c_is_raised_at_the_next_batch_end_then_the_handler_is_restored():
@@ -64,3 +69,51 @@ def test_the_sweep_forwards_the_first_signal_and_stops_at_once_on_the_second():
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         stop_request.clear()
+
+
+class RefusesReentrantWrites(io.StringIO):
+    """A log stream that, like a buffered file, refuses a write that starts while another is in progress; a line
+    with "now" in it receives SIGTERM mid-write."""
+
+    busy = False
+
+    def write(self, text: str) -> int:
+        if self.busy:
+            raise RuntimeError("reentrant call inside the stream")
+        self.busy = True
+        try:
+            if "now" in text:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handlers run before this write returns
+            return super().write(text)
+        finally:
+            self.busy = False
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_sigterm_during_a_log_write_prints_no_logging_error(capsys, configured):
+    """Lightning's SIGTERM handler logs a line; landing inside a write to train.log, that made the write reentrant and
+    logging printed a "Logging error" traceback (without the runner's console setup it still does)."""
+    root, quiet = logging.getLogger(), logging.getLogger(console.IN_SIGNAL_HANDLER)
+    stream = RefusesReentrantWrites()
+    handler, level, showwarning = logging.StreamHandler(stream), root.level, warnings.showwarning
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    previous = stop_request.install(stop_request.StopOnSignal(at_once=False))  # a sweep worker's
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    try:
+        if configured:
+            console.configure(multirun=False)
+        trainer._signal_connector.register_signal_handlers()  # as Lightning does when fitting starts
+        logging.getLogger("attnexp").info("epoch 1 ends now")
+        assert stop_request.requested() == signal.SIGTERM  # Lightning's handler passed it on to the sweep's
+        assert "epoch 1 ends now" in stream.getvalue()
+        assert ("Logging error" in capsys.readouterr().err) is not configured
+    finally:
+        trainer._signal_connector.teardown()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        stop_request.clear()
+        root.removeHandler(handler)
+        root.setLevel(level)
+        quiet.setLevel(logging.NOTSET)
+        warnings.showwarning = showwarning
