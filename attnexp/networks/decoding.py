@@ -1,7 +1,8 @@
 """Decoding an encoder-decoder (:class:`~attnexp.networks.seq2seq.Seq2Seq`): greedy and beam search, batched.
 
 Both re-run the decoder on the whole prefix at every step (no cache), so they work for every mixer,
-squeeze-excitation's running mean included; the sequences are short.
+squeeze-excitation's running mean included; the sequences are short. Only the last position goes through the
+output layer.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ def greedy(net: nn.Module, src: Tensor, max_tokens: int | None = None, real: Ten
     out = torch.full((len(memory), 1), BOS_ID, dtype=torch.long, device=memory.device)  # (B, 1)
     done = torch.zeros(len(memory), dtype=torch.bool, device=memory.device)
     for _ in range(steps_for(net, max_tokens)):
-        logits, _ = net.decode(out, memory, mask)
-        nxt = logits[:, -1].argmax(-1).masked_fill(done, PAD_ID)  # (B,)
+        nxt = net.next_logits(out, memory, mask).argmax(-1).masked_fill(done, PAD_ID)  # (B,)
         out = torch.cat([out, nxt[:, None]], dim=1)
         done |= nxt == EOS_ID
         if bool(done.all()):
@@ -54,8 +54,7 @@ def beam_search(net: nn.Module, src: Tensor, beam: int, max_tokens: int | None =
     scores[:, 1:] = float("-inf")  # one live hypothesis per source at the start
     done = torch.zeros(b * k, dtype=torch.bool, device=memory.device)
     for _ in range(steps_for(net, max_tokens)):
-        logits, _ = net.decode(seqs, memory, mask)
-        logp = logits[:, -1].float().log_softmax(-1)  # (B*K, V)
+        logp = net.next_logits(seqs, memory, mask).float().log_softmax(-1)  # (B*K, V)
         finished = torch.full_like(logp[:1], float("-inf"))
         finished[:, PAD_ID] = 0.0  # a finished hypothesis can only grow by [pad], at no cost
         logp = torch.where(done[:, None], finished, logp)

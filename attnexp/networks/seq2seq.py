@@ -123,13 +123,27 @@ class Seq2Seq(nn.Module):
 
     def decode(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
         """Next-token logits (B, T, V) for target ids (B, T), and each decoder block's self- and cross-attention weights."""
+        h, maps = self.decoder_states(tgt, memory, mask, need_weights)
+        return self.logits(h), maps
+
+    def next_logits(self, tgt: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
+        """The logits of the token after target ids (B, T): (B, V). Decoding needs only the last position's, and the
+        head over a large target vocabulary at every position was most of a decoding step's time."""
+        return self.logits(self.decoder_states(tgt, memory, mask)[0][:, -1])
+
+    def decoder_states(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
+        """The last decoder block's output (B, T, C) for target ids (B, T), and each block's attention weights."""
         if tgt.shape[1] > self.tgt_len:
             raise ValueError(f"the model was built for targets of at most {self.tgt_len} tokens, got {tgt.shape[1]}.")
         h, maps = self.drop(self.embed(tgt) + self.positions(tgt.shape[1])), []
         for block in self.decoder:
             h, self_weights, cross_weights = block(h, memory, mask, need_weights=need_weights)
             maps += [self_weights, cross_weights]
-        return self.head(self.norm(h)).masked_fill(self.never, float("-inf")), maps
+        return h, maps
+
+    def logits(self, h: Tensor) -> Tensor:
+        """Decoder states (..., C) -> logits over the target vocabulary (..., V), ``[pad]`` and ``[bos]`` at -inf."""
+        return self.head(self.norm(h)).masked_fill(self.never, float("-inf"))
 
     def forward(
         self, src: Tensor, tgt: Tensor | None = None, need_weights: bool = False, real: Tensor | None = None

@@ -168,6 +168,20 @@ def test_greedy_output_is_the_argmax_of_its_own_teacher_forced_logits(variant):
     assert torch.equal(trim(net(src, fed[:, :-1]).argmax(-1)), out)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_next_token_logits_are_the_last_position_of_the_full_logits(variant):
+    """Decoding scores only the last position (the head over the target vocabulary is most of its cost)."""
+    torch.manual_seed(4)
+    net = build(variant).eval()
+    src, real = sources()
+    memory, mask, _ = net.encode(src, real)
+    tgt = torch.cat([torch.full((3, 1), BOS_ID), torch.randint(3, 11, (3, 5))], 1)  # (B, 6)
+    full, _ = net.decode(tgt, memory, mask)  # (B, 6, V)
+    last = net.next_logits(tgt, memory, mask)  # (B, V)
+    assert last.shape == (3, 11) and torch.isinf(last[:, [PAD_ID, BOS_ID]]).all()
+    torch.testing.assert_close(last, full[:, -1], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("variant", ["dot", "euclid"])
 def test_beam_search(variant):
     torch.manual_seed(3)
