@@ -127,8 +127,8 @@ class Seq2Seq(nn.Module):
         return self.logits(h), maps
 
     def next_logits(self, tgt: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
-        """The logits of the token after target ids (B, T): (B, V). Decoding needs only the last position's, and the
-        head over a large target vocabulary at every position was most of a decoding step's time."""
+        """The logits of the token after target ids (B, T): (B, V). Decoding needs only the last position's: the
+        head over a large target vocabulary at every position would be most of a decoding step's time."""
         return self.logits(self.decoder_states(tgt, memory, mask)[0][:, -1])
 
     def decoder_states(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
