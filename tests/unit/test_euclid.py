@@ -10,7 +10,6 @@ from attnexp.errors import AttnexpError
 from attnexp.mixers import EuclidAttention, causal_mask
 from attnexp.mixers.euclid.formula import euclid_score
 from attnexp.mixers.euclid.ops import fused
-from attnexp.mixers.euclid.ops.flex import flex_euclid_attention
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
 from attnexp.mixers.multihead import attention
 
@@ -32,10 +31,6 @@ def reference(q, k, v, mask=None, eps=EPS):
 
 def explicit(q, k, v, mask, scale, eps):
     return attention(euclid_score(q, k, scale, eps), v, mask)[0]
-
-
-def eager_flex(q, k, v, mask, scale, eps):
-    return flex_euclid_attention(q.detach(), k.detach(), v.detach(), mask, scale, eps, compiled=False)
 
 
 PATHS = {"explicit": explicit, "fused": fused_euclid_attention}
@@ -71,7 +66,7 @@ def assert_matches(out, ref, inputs, atol=1e-5, grads=True):
 def tiling(request, monkeypatch):
     """The fused path as one tile (weights kept for the backward pass), one query row per tile, or uneven tiles."""
     if request.param != "one tile":
-        monkeypatch.setattr(fused, "KEEP_SCORES", 1)
+        monkeypatch.setattr(fused, "KEEP_SCORES", 0)
         monkeypatch.setattr(fused, "CPU_TILE_SCORES", 9 if request.param == "row tiles" else 20)
     return request.param
 
@@ -111,12 +106,6 @@ def test_keys_near_their_query_get_exact_distances(path, delta, tiling):
     assert_matches(PATHS[path](q, k, v, None, 16**-0.5, 1e-9), reference(q, k, v, eps=1e-9), (q, k, v))
 
 
-@pytest.mark.parametrize("delta", [1e-2, 1e-4, 1e-6])
-def test_flex_gets_exact_distances_for_keys_near_their_query(delta):
-    q, k, v = near_duplicates(delta)
-    assert_matches(eager_flex(q, k, v, None, 16**-0.5, 1e-9), reference(q, k, v, eps=1e-9), (), grads=False)
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_keys_at_distance_exactly_zero_share_the_weight(path, tiling):
     """Two keys equal to a query (integer vectors: the squared distance is exactly 0, score 1/eps) share its weight,
@@ -130,17 +119,10 @@ def test_keys_at_distance_exactly_zero_share_the_weight(path, tiling):
     assert_matches(PATHS[path](q, k, v, None, 8**-0.5, 1e-9), reference(q, k, v, eps=1e-9), (q, k, v))
 
 
-@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
-def test_flex_forward_gives_the_formula(masked):
-    q, k, v = qkv(2)
-    mask = some_mask() if masked else None
-    assert_matches(eager_flex(q, k, v, mask, 8**-0.5, EPS), reference(q, k, v, mask), (), grads=False)
-
-
-@pytest.mark.parametrize("path", [*PATHS, "flex"])
+@pytest.mark.parametrize("path", PATHS)
 def test_empty_sequences_give_what_sdpa_gives(path):
     """No query: an empty output; no key: zeros (SDPA's answers), never a reshape error."""
-    fn = eager_flex if path == "flex" else PATHS[path]
+    fn = PATHS[path]
     for lq, lk in ((0, 5), (4, 0), (0, 0)):
         q, k, v = torch.randn(2, 2, lq, 8), torch.randn(2, 2, lk, 8), torch.randn(2, 2, lk, 8)
         out = fn(q, k, v, None, 8**-0.5, EPS)
@@ -222,34 +204,46 @@ def test_float64_inputs_keep_their_dtype():
 def test_path_choice():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     attn = EuclidAttention(64, heads=4)  # head dim 16
-    assert attn.path_for(cpu) == "fused" and attn.path_for(cuda) == "fused"  # flex only by name: slower on a GPU
-    assert EuclidAttention(64, heads=4, path="flex").path_for(cuda) == "flex"
+    assert attn.path_for(cpu) == "fused" and attn.path_for(cuda) == "fused"  # one computation on every device
     assert attn.path_for(cpu, need_weights=True) == "explicit"
     assert EuclidAttention(64, heads=4, path="explicit").path_for(cpu) == "explicit"
-    assert EuclidAttention(64, heads=4, path="flex").path_for(cpu) == "flex"
     dropping = EuclidAttention(64, heads=4, dropout=0.1)
     assert dropping.path_for(cpu) == "explicit" and dropping.eval().path_for(cpu) == "fused"
 
 
 def test_path_options_are_checked():
-    with pytest.raises(AttnexpError, match=r"model\.path='tiled' is not a path of this mixer.*auto, explicit, fused, flex"):
-        EuclidAttention(8, path="tiled")
+    for path in ("tiled", "flex"):
+        with pytest.raises(AttnexpError, match=rf"model\.path='{path}' is not a path of this mixer.*auto, explicit, fused \("):
+            EuclidAttention(8, path=path)
     with pytest.raises(AttnexpError, match="no attention dropout"):
         EuclidAttention(8, path="fused", dropout=0.1)
 
 
-@pytest.mark.parametrize("eps", [1e-45, 1e-39, 0.0, -1.0, "tiny"])
-def test_eps_whose_score_overflows_float32_is_refused(eps):
-    """1/eps is the score of a key equal to its query: it must be a finite float32 (1e-45 gave NaN rows)."""
+@pytest.mark.parametrize("eps", [1e-45, 1e-39, 1e-20, 0.0, -1.0, float("inf"), float("nan"), "tiny"])
+def test_eps_whose_score_or_its_square_overflows_float32_is_refused(eps):
+    """1/eps is the score of a key equal to its query and the gradient holds its square: both must be finite float32
+    numbers (1e-45 gave NaN rows; eps = 5e-20 NaN gradients at q = k)."""
     with pytest.raises(AttnexpError, match=r"model\.eps"):
         EuclidAttention(8, eps=eps)
-    EuclidAttention(8, eps=1e-38)
+
+
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+def test_the_smallest_eps_allowed_keeps_gradients_finite_where_q_equals_k(path):
+    eps = 1.1e-19
+    attn = EuclidAttention(8, heads=2, eps=eps, path=path)
+    with torch.no_grad():
+        attn.k_proj.load_state_dict(attn.q_proj.state_dict())  # q = k for every token: each query's own key at distance 0
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    out, _ = attn(x)
+    out.square().sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in attn.parameters())
 
 
 def test_a_context_of_another_batch_is_refused_on_every_path():
     """A (1, 16, 64) context for (8, 16, 64) queries: refused (the compiled kernel read past the end of k and v)."""
     x, context = torch.randn(8, 16, 64), torch.randn(1, 16, 64)
-    for path in ("explicit", "fused", "flex"):
+    for path in ("explicit", "fused"):
         with pytest.raises(ValueError, match="context's batch"):
             EuclidAttention(64, heads=4, path=path)(x, context=context)
 

@@ -1,64 +1,103 @@
-"""Euclid's score, 1 / (||q - k|| * scale + eps), and where its distances must be computed exactly.
+"""Euclid's score, 1 / (||q - k|| * scale + eps), and which distances are computed exactly.
 
-Every path gets the squared distance from one matmul, ``||q||^2 + ||k||^2 - 2 q.k``. That expansion carries
-an absolute rounding error of a few float32 ulps of ``||q||^2 + ||k||^2``: harmless for most pairs, but for a
-key close to its query (where euclid puts its weight, the score growing like 1/distance) it can exceed the
-distance itself. So a pair whose expanded squared distance is at most :data:`NEAR` times ``||q||^2 + ||k||^2``
-is recomputed as ``||q - k||^2``; elsewhere the expansion's relative error in the distance stays below ~1e-5.
-Rows are found by their minimum (:func:`near_rows`) and recomputed whole, on every path, forward and backward.
+Every path gets the squared distance of every pair from one matmul, the expansion ``||q||^2 + ||k||^2 - 2 q.k``.
+Its rounding is a few float32 ulps of ``||q||^2 + ||k||^2``: harmless for most pairs, but a key close to its query
+(where euclid puts its weight, the score growing like 1/distance) can be closer than that. So each query's
+:data:`NEAREST` nearest keys by the expansion are recomputed from the difference ``q - k``, forward and backward: a
+fixed number per query, found without a host read or a data-dependent shape (:func:`nearest_keys`). Every other key
+is at least as far as the farthest of them (the expansion cannot tell more), so its squared distance is the
+expansion's, raised to that key's where it is below (its gradient stays the expansion's). A query with more than
+:data:`NEAREST` keys inside the expansion's rounding (a few float32 ulps of the squared norms) gets those beyond it
+at the last exact key's score.
 
 The gradient, with ``x = scale^2 ||q - k||^2``, ``d = sqrt(x)``, ``z = 1 / (d + eps)``, ``p = softmax(z)``::
 
     g  = p * (dp - rowsum(p * dp)) * z^2 / d        dLoss/dx times -2, 0 where d = 0 (a key equal to its query)
     dq = -scale^2 sum_j g_ij (q_i - k_j)       dk = scale^2 sum_i g_ij (q_i - k_j)       dv = p^T dout
 
-computed as ``-scale^2 (rowsum(g) q - g k)`` and ``scale^2 (g^T q - colsum(g) k)`` except in near rows.
+computed as ``-scale^2 (rowsum(g) q - g k)`` and ``scale^2 (g^T q - colsum(g) k)``, except that ``dq`` takes the
+nearest keys' terms from their differences.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch import Tensor
 
 from attnexp.errors import AttnexpError
 
-NEAR = 1.0 / 64  # squared distances below this share of ||q||^2 + ||k||^2 are recomputed as ||q - k||^2
-# A near pair has ||k||^2 <= 1.43 ||q||^2 (the triangle inequality at NEAR), so every row holding one has a
-# squared distance below ROW_NEAR * ||q||^2: one comparison per row finds the candidates.
-ROW_NEAR = NEAR * 2.4275
+NEAREST = 2  # keys per query whose distance comes from the difference q - k
+FAR = 1e30  # a blocked key's squared distance while the nearest are looked for: finite, so its bits keep their order
 TINY = 1e-30  # squared distances below this count as 0 for the gradient of the square root
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+INT32_MAX = 2**31 - 1
 
 
 def check_eps(eps: object) -> float:
     """``model.eps`` as a float, or an error saying why: the score at distance 0 is 1/eps, a float32."""
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < float("inf"):
         raise AttnexpError(f"model.eps={eps!r} is not allowed: the euclid score is 1/(distance + eps), so eps must be a "
-                           "positive number such as 1e-9.")
-    if not 2.0 / eps < FLOAT32_MAX:  # 2/eps: the fused path's base-2 score is log2(e) = 1.44 times the score
-        raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, "
-                           f"which must stay well inside float32 (largest {FLOAT32_MAX:.3g}): below "
-                           f"eps = {2 / FLOAT32_MAX:.3g} its row would become NaN. Use e.g. model.eps=1e-9.")
+                           "positive finite number such as 1e-9.")
+    if not (2.0 / eps) ** 2 < FLOAT32_MAX:  # the gradient holds the score squared (base 2 on the fused path: 1.44/eps)
+        raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, and "
+                           f"the gradient holds its square, which must stay inside float32 (largest {FLOAT32_MAX:.3g}): "
+                           f"below eps = {2 / FLOAT32_MAX**0.5:.3g} it would become inf or NaN. Use e.g. model.eps=1e-9.")
     return float(eps)
 
 
-def near_rows(low: Tensor, q_sq: Tensor, s2: float) -> tuple[Tensor, ...] | None:
-    """The query rows that may hold a pair to recompute, as indices of their leading dims and query (a tuple for
-    indexing), or None. ``low``: each row's smallest ``scale^2 ||q - k||^2`` by the expansion; ``q_sq``: the
-    squared query norms, unscaled; both (..., Lq, 1)."""
-    if not float(torch.sub(low, q_sq, alpha=ROW_NEAR * s2).min()) <= 0:  # no such row (or NaN, which spreads anyway)
-        return None
-    return (low <= (ROW_NEAR * s2) * q_sq)[..., 0].nonzero(as_tuple=True)
+def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None) -> Tensor:
+    """``s2 ||q - k||^2`` of every pair by the expansion, one matmul.  # (N, Lq, D), (N, Lk, D) -> (N, Lq, Lk)"""
+    q_sq, k_sq = torch.linalg.vecdot(q, q).unsqueeze(-1), torch.linalg.vecdot(k, k).unsqueeze(-2)
+    x = q_sq + k_sq if out is None else torch.add(q_sq, k_sq, out=out)
+    return x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)
 
 
-def row_differences(q: Tensor, k: Tensor, rows: tuple[Tensor, ...]) -> Tensor:
-    """``q_i - k_j`` for the query rows ``rows`` of (..., Lq, D) inputs and every key.  # (m, Lk, D)"""
-    return q[rows].unsqueeze(-2) - k[rows[:-1]]
+def ramp(length: int, step: int = 1, dtype: torch.dtype = torch.int64, device: torch.device | None = None) -> Tensor:
+    """``arange(0, length * step, step)``: outside a compiled graph the same tensor every call (a step asks for the
+    same small ramps each time), so it costs no operation.  # (length,)"""
+    if torch.compiler.is_compiling():
+        return torch.arange(0, length * step, step, dtype=dtype, device=device)
+    return _ramp(length, step, dtype, device)
 
 
-def exact_rows(q: Tensor, k: Tensor, rows: tuple[Tensor, ...], scale: float) -> Tensor:
-    """``scale^2 ||q_i - k_j||^2`` from the differences, for the query rows ``rows`` of (..., Lq, D) inputs.  # (m, Lk)"""
-    return row_differences(q, k, rows).square().sum(-1) * (scale * scale)
+@functools.lru_cache(maxsize=64)
+def _ramp(length: int, step: int, dtype: torch.dtype, device: torch.device | None) -> Tensor:
+    return torch.arange(0, length * step, step, dtype=dtype, device=device)
+
+
+def nearest_keys(x: Tensor, count: int, scratch: Tensor | None = None) -> Tensor:
+    """Each row's ``count`` smallest entries of ``x`` (squared distances), as key indices; ties go to the first.
+
+    The row minimum of the int32 view, with each entry's index in its low mantissa bits: non-negative floats order as
+    their bits do, and ``amin`` is fast on every device (a CPU's ``topk`` and ``argmin`` took 5-20 times as long).
+    The values are compared to ~2^-10 of themselves at 8192 keys (finer with fewer): near-equal keys are equally good.
+    ``scratch``: int32 memory of x's shape to work in.  # (N, Lq, Lk) -> (N, Lq, count) int64
+    """
+    keys_n = x.shape[-1]
+    low = (1 << max(1, (keys_n - 1).bit_length())) - 1
+    keys = torch.bitwise_and(x.view(torch.int32), ~low, out=scratch)
+    keys.bitwise_or_(ramp(keys_n, dtype=torch.int32, device=x.device))
+    picks = []
+    for r in range(count):
+        idx = keys.amin(-1, keepdim=True).bitwise_and_(low).long()  # (N, Lq, 1); never the INT32_MAX put in below
+        picks.append(idx)
+        if r + 1 < count:
+            keys.scatter_(-1, idx, INT32_MAX)
+    return torch.cat(picks, -1)
+
+
+def key_rows(idx: Tensor, keys: int) -> Tensor:
+    """Indices into ``k.reshape(-1, D)`` of the keys ``idx`` (N, Lq, K) names.  # (N * Lq * K,)"""
+    return (idx + ramp(idx.shape[0], keys, device=idx.device).view(-1, 1, 1)).view(-1)
+
+
+def nearest_differences(q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None) -> Tensor:
+    """``k_j - q_i`` for each query and its keys ``idx``, into ``out`` (N * Lq * K, D) if given.
+    # (N, Lq, D), (N, Lk, D), (N, Lq, K) -> (N, Lq, K, D)"""
+    picked = torch.index_select(k.reshape(-1, k.shape[-1]), 0, key_rows(idx, k.shape[-2]), out=out).view(*idx.shape, -1)
+    return picked - q.unsqueeze(-2) if out is None else picked.sub_(q.unsqueeze(-2))
 
 
 def finite_sqrt(x: Tensor) -> Tensor:
@@ -66,20 +105,23 @@ def finite_sqrt(x: Tensor) -> Tensor:
     return torch.where(x > 0, x.clamp_min(TINY).sqrt(), x * 0.0)
 
 
-def squared_distances(q: Tensor, k: Tensor, scale: float) -> Tensor:
-    """``scale^2 ||q - k||^2`` of every query and key row, exact in near rows; differentiable (the explicit path).
-    # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
-    s2 = scale * scale
-    if torch.compiler.is_compiling():  # no data-dependent rows in a graph: every distance from the difference
-        return (q.unsqueeze(-2) - k.unsqueeze(-3)).square().sum(-1) * s2
-    q_sq, k_sq = (q * q).sum(-1, keepdim=True), (k * k).sum(-1).unsqueeze(-2)
-    x = ((q_sq + k_sq - 2.0 * (q @ k.transpose(-2, -1))) * s2).clamp_min(0.0)
-    if x.numel() == 0:
-        return x
-    rows = near_rows(x.detach().amin(-1, keepdim=True), q_sq.detach(), s2)
-    return x if rows is None else x.index_put(rows, exact_rows(q, k, rows, scale))
-
-
-def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float) -> Tensor:
-    """1 / (||q - k|| * scale + eps) of every query and key row.  # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
-    return 1.0 / (finite_sqrt(squared_distances(q, k, scale)) + eps)
+def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float, mask: Tensor | None = None) -> Tensor:
+    """1 / (||q - k|| * scale + eps) of every query and key row, through autograd (the explicit path), in float32.
+    ``mask`` (True: may attend) keeps blocked keys from being a query's nearest.  # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
+    *lead, lq, dim = q.shape
+    lk = k.shape[-2]
+    if lq == 0 or lk == 0:  # zeros that keep the graph, as SDPA's
+        return q.narrow(-1, 0, 0) @ k.narrow(-1, 0, 0).transpose(-2, -1)
+    q3, k3 = q.float().reshape(-1, lq, dim), k.float().reshape(-1, lk, dim)  # (N, L, D)
+    allowed = None if mask is None else mask.expand(*lead, lq, lk).reshape(-1, lq, lk)
+    with torch.autocast(q.device.type, enabled=False):  # distances in float32: 1/distance magnifies their rounding
+        x = expansion(q3, k3, scale * scale)  # (N, Lq, Lk)
+        with torch.no_grad():
+            idx = nearest_keys(x if allowed is None else x.masked_fill(~allowed, FAR), min(NEAREST, lk))  # (N, Lq, K)
+        exact = nearest_differences(q3, k3, idx).square().sum(-1) * (scale * scale)  # (N, Lq, K)
+        with torch.no_grad():
+            farthest = exact if allowed is None else exact * allowed.gather(-1, idx)  # a blocked key sets no bound
+            floor = farthest.amax(-1, keepdim=True)
+        x = x + (x.clamp_min(floor) - x).detach()  # no key beyond the nearest is nearer than they are
+        z = (1.0 / (finite_sqrt(x) + eps)).scatter(-1, idx, 1.0 / (finite_sqrt(exact) + eps))
+    return z.view(*lead, lq, lk)
