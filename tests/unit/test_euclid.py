@@ -257,15 +257,23 @@ def test_masks_that_are_not_boolean_or_do_not_broadcast_are_refused():
         attn(x, mask=torch.ones(3, 1, 5, 5, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("length", [16, 256], ids=["one-tile", "tiled"])
-def test_compiles_as_one_graph_and_exports(length):
-    """torch.compile(fullgraph=True) and torch.export trace the explicit formula with distances from the difference
-    (no data-dependent rows in a graph) and give the eager numbers."""
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+@pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])
+def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
+    """torch.compile(fullgraph=True) traces the path's forward and backward (aot_eager: the backward graph too, and
+    no code generated) with no graph break, and gives the eager numbers; torch.export traces the forward."""
+    monkeypatch.setattr(fused, "CPU_TILE_SCORES", 1 << 14)  # the tiled run: several tiles of 256 x 256 scores
     torch.manual_seed(8)
-    attn = EuclidAttention(16, heads=2)
-    x = torch.randn(1, length, 16)
-    eager, _ = attn(x)
-    compiled, _ = torch.compile(attn, backend="eager", fullgraph=True)(x)
-    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
-    exported = torch.export.export(attn, (x,))
-    torch.testing.assert_close(exported.module()(x)[0], eager, atol=1e-5, rtol=1e-4)
+    attn = EuclidAttention(16, heads=2, path=path)
+    x = torch.randn(1, length, 16, requires_grad=True)
+    padding = torch.ones(1, 1, 1, length, dtype=torch.bool)
+    padding[..., -3:] = False
+    grad = torch.randn(1, length, 16)
+    results = []
+    for module in (attn, torch.compile(attn, backend="aot_eager", fullgraph=True)):
+        out = module(x, mask=padding)[0]
+        results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad)))
+    for compiled, eager in zip(*results):
+        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
+    exported = torch.export.export(attn, (x.detach(),), {"mask": padding})
+    torch.testing.assert_close(exported.module()(x.detach(), mask=padding)[0], results[0][0].detach(), atol=1e-5, rtol=1e-4)

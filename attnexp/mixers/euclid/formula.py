@@ -22,6 +22,7 @@ nearest keys' terms from their differences.
 from __future__ import annotations
 
 import functools
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from torch import Tensor
@@ -45,6 +46,16 @@ def check_eps(eps: object) -> float:
                            f"the gradient holds its square, which must stay inside float32 (largest {FLOAT32_MAX:.3g}): "
                            f"below eps = {2 / FLOAT32_MAX**0.5:.3g} it would become inf or NaN. Use e.g. model.eps=1e-9.")
     return float(eps)
+
+
+def autocast_on(device_type: str) -> bool:
+    """Whether autocast (mixed precision) is on for the device type."""
+    return torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)
+
+
+def float32_math(device_type: str) -> AbstractContextManager:
+    """Autocast off while it is on: euclid's distances stay float32 (1/distance magnifies their rounding)."""
+    return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else nullcontext()
 
 
 def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None) -> Tensor:
@@ -114,7 +125,7 @@ def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float, mask: Tensor | 
         return q.narrow(-1, 0, 0) @ k.narrow(-1, 0, 0).transpose(-2, -1)
     q3, k3 = q.float().reshape(-1, lq, dim), k.float().reshape(-1, lk, dim)  # (N, L, D)
     allowed = None if mask is None else mask.expand(*lead, lq, lk).reshape(-1, lq, lk)
-    with torch.autocast(q.device.type, enabled=False):  # distances in float32: 1/distance magnifies their rounding
+    with float32_math(q.device.type):
         x = expansion(q3, k3, scale * scale)  # (N, Lq, Lk)
         with torch.no_grad():
             idx = nearest_keys(x if allowed is None else x.masked_fill(~allowed, FAR), min(NEAREST, lk))  # (N, Lq, K)

@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import math
 import threading
-from contextlib import nullcontext
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from attnexp.mixers.euclid.formula import FAR, NEAREST, expansion, nearest_differences, nearest_keys
+from attnexp.mixers.euclid.formula import (
+    FAR,
+    NEAREST,
+    autocast_on,
+    expansion,
+    float32_math,
+    nearest_differences,
+    nearest_keys,
+)
 
 KEEP_SCORES = 1 << 15  # scores per call (every batch and head): at most this many, the forward keeps its weights
 CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
@@ -142,7 +149,7 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
     s = e.sum(-1, keepdim=True)
     if blocked is not None:
         s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
-    out = torch.bmm(e, v).div_(s)
+    out = torch.bmm(e if v.dtype == e.dtype else e.to(v.dtype), v).float().div_(s)  # v's precision: see below
     pw = None
     if with_pw:  # e * z^2 / d, 0 where d = 0
         pw = z.square_().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
@@ -157,20 +164,30 @@ def backward_tile(q: Tensor, k: Tensor, v: Tensor, tile: TileForward, dout: Tens
     divided by the row sums; ``scale`` in base 2, as the forward pass's."""
     s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
     e, pw, near = tile.e, tile.pw, tile.near
-    dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
-    g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
+    if v.dtype == e.dtype:
+        dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
+        g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
+    else:  # dv in v's precision, as the forward's e @ v; dp in float32 (the factor z^2 / d magnifies its rounding)
+        part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
+        dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
+        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
     rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)  # rowsum(p * dp) / s
     g.sub_(rs).mul_(pw)
+    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms come from their differences
+    g.scatter_(-1, near.idx, 0.0)
     cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
     if first:
         dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
-    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms of dq come from their differences
-    g.scatter_(-1, near.idx, 0.0)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
+    n, c, count = picked.shape
     terms = differences(q, k, near.idx).mul_(picked.unsqueeze(-1))  # (n, c, K, D): g_ij (k_j - q_i)
-    return dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2), dk, dv
+    dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2)
+    chosen = workspace(7, (n, c * count, k.shape[1]), q)  # which key each term belongs to, one-hot
+    chosen = (torch.zeros(n, c * count, k.shape[1], device=q.device) if chosen is None else chosen.zero_())
+    chosen.scatter_(-1, near.idx.view(n, c * count, 1), 1.0)
+    return dq, dk.baddbmm_(chosen.transpose(1, 2), terms.view(n, c * count, -1), alpha=-s2), dv
 
 
 class FusedEuclid(torch.autograd.Function):
@@ -209,12 +226,12 @@ class FusedEuclid(torch.autograd.Function):
             return *(torch.zeros_like(t) for t in ctx.saved_tensors[:3]), None, None, None, None
         q, k, v, out, s, blocked, *saved = ctx.saved_tensors
         near, (e, pw) = Nearest(*saved[:4]), saved[4:]
-        with torch.autocast(dout.device.type, enabled=False) if torch.is_autocast_enabled(dout.device.type) else nullcontext():
+        with float32_math(dout.device.type):
             dout = torch.div(dout.float(), s, out=workspace(6, dout.shape, dout))  # (N, Lq, Dv); stays float32 under autocast
             if ctx.parts is None:
                 dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, near), dout, ctx.scale)
-                return dq, dk, dv, None, None, None, None
-            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                return dq, dk, dv.to(v.dtype), None, None, None, None
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v, dtype=torch.float32)
             done: set[int] = set()
             for g, r in ctx.parts:
                 tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, ctx.heads, g, r), ctx.scale, ctx.eps,
@@ -222,15 +239,20 @@ class FusedEuclid(torch.autograd.Function):
                 backward_tile(q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g],
                               first=g.start not in done)
                 done.add(g.start)
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv.to(v.dtype), None, None, None, None
 
 
 def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
-    """Euclid attention for (B, H, L, D) inputs through :class:`FusedEuclid`, in float32.
-    ``mask`` broadcasts to (B, H, Lq, Lk), True = may attend.  # (B, H, Lq, Dv)"""
+    """Euclid attention for (B, H, L, D) inputs through :class:`FusedEuclid`. Distances, scores and their gradients are
+    float32 (the score 1/distance magnifies their rounding); under autocast the weighted sum of the values and the
+    values' gradient take the weights and the values in the autocast precision, as dot attention's does. ``mask`` broadcasts to (B, H, Lq, Lk),
+    True = may attend.  # (B, H, Lq, Dv)"""
     b, h, lq, _ = q.shape
-    flat = [t.reshape(b * h, t.shape[-2], t.shape[-1]).float().contiguous() for t in (q, k, v)]  # (N, L, D)
+    device = q.device.type
+    low = torch.get_autocast_dtype(device) if autocast_on(device) else torch.float32
+    q, k = (t.reshape(b * h, t.shape[-2], t.shape[-1]).float().contiguous() for t in (q, k))  # (N, L, D)
+    values = v.reshape(b * h, v.shape[-2], v.shape[-1]).to(low).contiguous()
     blocked = None if mask is None else ~mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-    with torch.autocast(q.device.type, enabled=False) if torch.is_autocast_enabled(q.device.type) else nullcontext():
-        out = FusedEuclid.apply(*flat, blocked, h, scale * LN2, eps * LN2)
-    return out.view(b, h, lq, v.shape[-1]).to(v.dtype)
+    with float32_math(device):
+        out = FusedEuclid.apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
+    return out.view(b, h, lq, v.shape[-1]).to(low if low != torch.float32 else v.dtype)
