@@ -1,13 +1,16 @@
 """Attention-kernel benchmark: time and peak memory of every variant's kernel against L.
 
-Batch 8, 8 heads, head dim 64, float32. Mixers' paths: ``sdpa`` (dot: ``F.scaled_dot_product_attention``),
+Batch 8, 8 heads, head dim 64, float32 (``--precision bf16``: under bf16 autocast, as
+``trainer.precision=bf16-mixed`` runs). Mixers' paths: ``sdpa`` (dot: ``F.scaled_dot_product_attention``),
 ``masked`` (causal SDPA), ``dot explicit`` (softmax(q.k) v through autograd), ``euclid`` (``model.path=auto``: the
-fused autograd function, tiled from 256 x 256 scores on, O(tile) memory), ``euclid explicit`` (the formula through
-autograd), ``euclid flex`` (FlexAttention, compiled: GPUs only), ``l2`` and ``cosine`` (their SDPA paths). They
-alternate within each L; times are medians, ratios are against ``sdpa`` in the same run. Peak memory is the growth
-of the peak resident set during one call, each measured in a fresh process (Linux: /proc/self/status).
+fused autograd function, O(tile) memory for long sequences), ``euclid explicit`` (the formula through autograd),
+``l2`` and ``cosine`` (their SDPA paths). They alternate within each L; times are medians, ratios are against
+``sdpa`` in the same run. Peak memory is the growth of the peak during one call, each measured in a fresh process
+(the GPU's peak allocation; on a CPU the peak resident set, Linux: /proc/self/status). On a GPU every call ends with
+a synchronisation, so a call's time is the GPU's.
 
     PYTHONPATH=. python scripts/bench_attention.py --lengths 64 256 1024 2048 4096 --plot bench_attention.png
+    PYTHONPATH=. python scripts/bench_attention.py --lengths 50 1024 8192 --precision bf16 --markdown gpu.md
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ B, H, D, EPS = 8, 8, 64, 1e-9
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Peak float32 (B, H, L, L) buffers a path holds at once in forward+backward, for --max-gb.
-SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "dot explicit": 3, "euclid": 0, "euclid explicit": 8, "euclid flex": 0, "l2": 0, "cosine": 0}
+SQUARE_BUFFERS = {"sdpa": 0, "masked": 0, "dot explicit": 3, "euclid": 0, "euclid explicit": 8, "l2": 0, "cosine": 0}
+PRECISION = {"32": None, "bf16": torch.bfloat16}
 
 
 def variants() -> dict[str, Kernel]:
@@ -39,15 +43,20 @@ def variants() -> dict[str, Kernel]:
               "dot explicit": DotAttention(width, heads=H, path="explicit"), "euclid": EuclidAttention(width, heads=H, eps=EPS),
               "euclid explicit": EuclidAttention(width, heads=H, eps=EPS, path="explicit"),
               "l2": L2Attention(width, heads=H), "cosine": CosineAttention(width, heads=H)}  # cosine: learned temperature
-    if torch.cuda.is_available():
-        mixers["euclid flex"] = EuclidAttention(width, heads=H, eps=EPS, path="flex")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return {name: attend_of(m.to(device)) for name, m in mixers.items()}
 
 
 def attend_of(mixer: torch.nn.Module) -> Kernel:
-    """The mixer's path for (B, H, L, D) q, k, v: what its forward calls after the projections."""
-    return lambda q, k, v: mixer.attend(q, k, v, None, False)[0]
+    """The mixer's path for (B, H, L, D) q, k, v: what its forward calls after the projections (under autocast in
+    ``--precision``, read from the environment variable the script sets)."""
+    low = PRECISION[os.environ.get("BENCH_ATTENTION_PRECISION", "32")]
+
+    def kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(q.device.type, dtype=low, enabled=low is not None):
+            return mixer.attend(q, k, v, None, False)[0]
+
+    return kernel
 
 
 def inputs(length: int) -> tuple[torch.Tensor, ...]:
@@ -84,7 +93,8 @@ def peak_mb(name: str, length: int, backward: bool) -> float:
 
 
 def one_peak(name: str, length: int, backward: bool) -> float:
-    """:func:`peak_mb` inside its fresh process."""
+    """The growth of the peak memory during one call: in a fresh process of :func:`peak_mb` on a CPU, in this one on a
+    GPU (whose peak allocation counter is exact)."""
     torch.set_num_threads(1)
     kernel, qkvd = variants()[name], inputs(length)
     if qkvd[0].is_cuda:
@@ -109,8 +119,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1: the machine is shared)")
     parser.add_argument("--max-gb", type=float, default=8.0, help="skip a variant whose (B, H, L, L) buffers would pass this")
     parser.add_argument("--only", nargs="+", help="variants to run (default: all)")
+    parser.add_argument("--precision", choices=list(PRECISION), default="32")
     parser.add_argument("--plot", default="bench_attention.png")
+    parser.add_argument("--markdown", help="append the tables to this Markdown file")
     args = parser.parse_args()
+    os.environ["BENCH_ATTENTION_PRECISION"] = args.precision  # the fresh processes of peak_mb read it too
     torch.set_num_threads(args.threads)
     kernels = {n: f for n, f in variants().items() if not args.only or n in args.only or n == "sdpa"}
     rows: dict[tuple[str, int], dict[str, float]] = {}
@@ -118,7 +131,7 @@ def main() -> None:
         qkvd = inputs(length)
         fits = {n: SQUARE_BUFFERS[n] * B * H * length**2 * 4 / 1e9 <= args.max_gb for n in kernels}
         live = [n for n in kernels if fits[n]]
-        for name in live:  # warm-up (flex compiles its kernel for this shape)
+        for name in live:  # warm-up
             run(kernels[name], *qkvd, backward=False)
             run(kernels[name], *qkvd, backward=True)
         times: dict[str, dict[str, list[float]]] = {n: {"fwd": [], "fwd+bwd": []} for n in live}
@@ -130,27 +143,36 @@ def main() -> None:
             rows[name, length] = {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
     for length in args.lengths:
         for name, row in ((n, rows[n, length]) for n in kernels):
-            if row:
-                row["peak fwd MB"] = peak_mb(name, length, backward=False)
-                row["peak fwd+bwd MB"] = peak_mb(name, length, backward=True)
-        report_length(length, kernels, rows)
+            if row:  # a GPU's peak allocation is exact in this process; a CPU's resident set needs a fresh one
+                peak = one_peak if torch.cuda.is_available() else peak_mb
+                row["peak fwd MB"] = peak(name, length, backward=False)
+                row["peak fwd+bwd MB"] = peak(name, length, backward=True)
+    lines = [line for length in args.lengths for line in report_length(length, kernels, rows)]
     load = os.getloadavg()
-    print(f"\nbench_attention: B={B} H={H} D={D} float32, {args.threads} thread(s), median of {args.repeats}; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; torch {torch.__version__}")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"{os.cpu_count()} CPUs"
+    lines.append(f"\nbench_attention: B={B} H={H} D={D} precision {args.precision}, {args.threads} thread(s), median of "
+                 f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {device}; torch {torch.__version__}")
+    print("\n".join(lines))
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write("\n".join(lines) + "\n")
     plot(args.plot, args.lengths, kernels, rows)
 
 
-def report_length(length: int, kernels: dict[str, Kernel], rows: dict) -> None:
+def report_length(length: int, kernels: dict[str, Kernel], rows: dict) -> list[str]:
+    """The rows of one length as a Markdown table."""
     base = rows["sdpa", length]
-    print(f"\nL={length}\n{'variant':<17}{'fwd ms':>9}{'x sdpa':>8}{'fwd+bwd ms':>12}{'x sdpa':>8}{'peak fwd MB':>13}{'peak f+b MB':>13}")
+    lines = [f"\nL={length}\n", "| variant | fwd ms | x sdpa | fwd+bwd ms | x sdpa | peak fwd MB | peak fwd+bwd MB |",
+             "|---|---|---|---|---|---|---|"]
     for name in kernels:
         r = rows[name, length]
         if not r:
-            print(f"{name:<17}{'skipped: too large for --max-gb':>63}")
+            lines.append(f"| {name} | skipped: too large for --max-gb | | | | | |")
             continue
         fb = r["fwd+bwd"]
-        print(f"{name:<17}{r['fwd'] * 1e3:>9.1f}{r['fwd'] / base['fwd']:>8.2f}{fb * 1e3:>12.1f}{fb / base['fwd+bwd']:>8.2f}"
-              f"{r['peak fwd MB']:>13.0f}{r['peak fwd+bwd MB']:>13.0f}")
+        lines.append(f"| {name} | {r['fwd'] * 1e3:.2f} | {r['fwd'] / base['fwd']:.2f} | {fb * 1e3:.2f} | "
+                     f"{fb / base['fwd+bwd']:.2f} | {r['peak fwd MB']:.0f} | {r['peak fwd+bwd MB']:.0f} |")
+    return lines
 
 
 def plot(path: str, lengths: list[int], kernels: dict[str, Kernel], rows: dict) -> None:

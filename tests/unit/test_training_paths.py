@@ -5,49 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from attnexp.mixers import (
-    CosineAttention,
-    DenseMixer,
-    DotAttention,
-    EuclidAttention,
-    L2Attention,
-    SigmoidAttention,
-    SqueezeExcitation,
-)
-
-B, L, C = 3, 6, 8
-MIXERS = {
-    "dot": (DotAttention, {"heads": 2}),
-    "masked": (DotAttention, {"heads": 2, "causal": True}),
-    "euclid": (EuclidAttention, {"heads": 2}),
-    "l2": (L2Attention, {"heads": 2}),
-    "cosine": (CosineAttention, {"heads": 2}),
-    "sigmoid": (SigmoidAttention, {"heads": 2}),
-    "se": (SqueezeExcitation, {}),
-    "mlp": (DenseMixer, {"num_tokens": L}),
-}
-CASES = [(name, path) for name, (cls, _) in MIXERS.items()
-         for path in (("explicit", *cls.fused_paths) if hasattr(cls, "fused_paths") else (None,))]
-IDS = [f"{name}-{path}" if path else name for name, path in CASES]
-
-
-def build(name: str, path: str | None, device: str = "cpu") -> torch.nn.Module:
-    cls, options = MIXERS[name]
-    torch.manual_seed(0)
-    with torch.device(device):
-        return cls(C, **options, **({"path": path} if path else {})).train()
-
-
-def padding(device: str = "cpu") -> torch.Tensor | None:
-    """Key padding: the last token of the second example is blocked.  # (B, 1, 1, L)"""
-    mask = torch.ones(B, 1, 1, L, dtype=torch.bool, device=device)
-    mask[1, ..., -1] = False
-    return mask
-
-
-def masks(name: str, device: str = "cpu") -> list[torch.Tensor | None]:
-    return [None] if name == "mlp" else [None, padding(device)]
+from mixer_cases import CASES, IDS, B, C, L, build, masks
 
 
 @pytest.mark.parametrize(("name", "path"), CASES, ids=IDS)

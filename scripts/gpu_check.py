@@ -1,0 +1,111 @@
+"""The GPU tier in one command: the GPU tests, then the attention and training-step benchmarks, in one Markdown report.
+
+1. ``pytest -m gpu tests/gpu``: every mixer on every path on the GPU in float32 and bf16 against float64 on the
+   CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile``, and a
+   few ``trainer=gpu trainer.precision=bf16-mixed`` steps of every task family.
+2. ``bench_attention``: each kernel's forward and forward+backward at L = 50, 1024, 4096 and 8192, float32 and bf16.
+3. ``bench_step``: euclid over dot, a training step of the language model at L = 256 ... 8192 and of
+   ``experiment=vit_book data=fashion_mnist`` (L = 50), bf16 autocast.
+
+The report names the GPU, torch, CUDA and the commit, and says whether euclid met its aims: forward+backward at most
+1.5x SDPA in bf16 from L = 1024, a vit_book step at most 1.3x dot's. About 6 minutes on one H100.
+
+    PYTHONPATH=. python scripts/gpu_check.py --report gpu_check.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+AIMS = {"attention": 1.5, "vit_book": 1.3}  # euclid over dot: bf16 forward+backward from L = 1024; a vit_book step
+
+
+def run(command: list[str], report: Path, title: str, timeout: int) -> str:
+    """Run a step of the check, append its output to the report under ``title``; return the output."""
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    try:
+        proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        output, status = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as stopped:
+        output, status = f"{stopped.stdout or ''}\nstopped after {timeout} s", "timeout"
+    took = time.perf_counter() - started
+    with report.open("a") as f:
+        f.write(f"\n## {title} (exit {status}, {took:.0f} s)\n\n    {' '.join(command)}\n\n")
+        f.write(output if "|" in output else "```\n" + output[-6000:] + "\n```\n")
+    print(f"{title}: exit {status} in {took:.0f} s", flush=True)
+    return output
+
+
+def header() -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    props = torch.cuda.get_device_properties(0)
+    return (f"# GPU check, {datetime.date.today()}\n\n{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
+            f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python {sys.version.split()[0]}; commit {commit or 'unknown'}\n")
+
+
+def ratios(output: str, column: int) -> dict[int, float]:
+    """Euclid's ratio in ``column`` of each ``L=`` table of a benchmark's Markdown output."""
+    found, length = {}, None
+    for line in output.splitlines():
+        if line.startswith("L="):
+            length = int(line.split()[0][2:])
+        elif line.startswith("| euclid |") and length is not None:
+            found[length] = float(line.split("|")[column + 1])
+    return found
+
+
+def aims(attention_bf16: str, vit_step: str) -> str:
+    """Whether euclid met its aims, read from the benchmarks' tables."""
+    lines = ["\n## Aims\n"]
+    for length, ratio in ratios(attention_bf16, 4).items():  # forward+backward x sdpa
+        if length >= 1024:
+            verdict = "met" if ratio <= AIMS["attention"] else "missed"
+            lines.append(f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA ({verdict}: at most {AIMS['attention']})")
+    for length, ratio in ratios(vit_step, 2).items():  # x dot
+        verdict = "met" if ratio <= AIMS["vit_book"] else "missed"
+        lines.append(f"- vit_book training step, bf16, L={length}: {ratio:.2f}x dot ({verdict}: at most {AIMS['vit_book']})")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--report", default="gpu_check.md")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["tests", "attention", "step"])
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("gpu_check: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with a GPU.")
+    report = Path(args.report).resolve()
+    report.write_text(header())
+    py = sys.executable
+    if "tests" not in args.skip:
+        run([py, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"], report, "pytest -m gpu", 300)
+    attention = {}
+    if "attention" not in args.skip:
+        for precision in ("32", "bf16"):
+            attention[precision] = run([py, "scripts/bench_attention.py", "--lengths", "50", "1024", "4096", "8192", "--only",
+                                        "euclid", "masked", "--precision", precision,
+                                        "--plot", str(report.with_name(f"bench_attention_{precision}.png"))],
+                                       report, f"bench_attention, precision {precision}", 200)
+    vit_step = ""
+    if "step" not in args.skip:
+        run([py, "scripts/bench_step.py", "--net", "lm", "--tokens", "256", "1024", "4096", "8192", "--only", "euclid",
+             "--precision", "bf16", "--rounds", "3", "--steps", "10"], report, "bench_step, language model", 200)
+        vit_step = run([py, "scripts/bench_step.py", "--net", "vit_book", "--only", "euclid", "--precision", "bf16",
+                        "--rounds", "3", "--steps", "20"], report, "bench_step, vit_book", 120)
+    with report.open("a") as f:
+        f.write(aims(attention.get("bf16", ""), vit_step))
+    print(f"report: {report}")
+
+
+if __name__ == "__main__":
+    main()
