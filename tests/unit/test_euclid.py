@@ -121,12 +121,15 @@ def test_keys_at_distance_exactly_zero_share_the_weight(path, tiling):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_empty_sequences_give_what_sdpa_gives(path):
-    """No query: an empty output; no key: zeros (SDPA's answers), never a reshape error."""
+    """No query: an empty output; no key: zeros (SDPA's answers), never a reshape error; the output stays in the graph
+    and the inputs get zero gradients, as SDPA's do (the fused path's was detached)."""
     fn = PATHS[path]
     for lq, lk in ((0, 5), (4, 0), (0, 0)):
-        q, k, v = torch.randn(2, 2, lq, 8), torch.randn(2, 2, lk, 8), torch.randn(2, 2, lk, 8)
+        q, k, v = (torch.randn(2, 2, n, 8, requires_grad=True) for n in (lq, lk, lk))
         out = fn(q, k, v, None, 8**-0.5, EPS)
         torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+        grads = torch.autograd.grad(out.sum(), (q, k, v), allow_unused=True)
+        assert all(g is not None and not g.any() and g.shape == t.shape for g, t in zip(grads, (q, k, v)))
 
 
 def test_empty_sequence_through_the_module():

@@ -58,9 +58,11 @@ def float32_math(device_type: str) -> AbstractContextManager:
     return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else nullcontext()
 
 
-def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None) -> Tensor:
-    """``s2 ||q - k||^2`` of every pair by the expansion, one matmul.  # (N, Lq, D), (N, Lk, D) -> (N, Lq, Lk)"""
+def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None, plus: float = 0.0) -> Tensor:
+    """``s2 ||q - k||^2 + plus`` of every pair by the expansion, one matmul.  # (N, Lq, D), (N, Lk, D) -> (N, Lq, Lk)"""
     q_sq, k_sq = torch.linalg.vecdot(q, q).unsqueeze(-1), torch.linalg.vecdot(k, k).unsqueeze(-2)
+    if plus:
+        q_sq = q_sq + plus / s2
     x = q_sq + k_sq if out is None else torch.add(q_sq, k_sq, out=out)
     return x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)
 
@@ -104,10 +106,12 @@ def key_rows(idx: Tensor, keys: int) -> Tensor:
     return (idx + ramp(idx.shape[0], keys, device=idx.device).view(-1, 1, 1)).view(-1)
 
 
-def nearest_differences(q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None) -> Tensor:
-    """``k_j - q_i`` for each query and its keys ``idx``, into ``out`` (N * Lq * K, D) if given.
-    # (N, Lq, D), (N, Lk, D), (N, Lq, K) -> (N, Lq, K, D)"""
-    picked = torch.index_select(k.reshape(-1, k.shape[-1]), 0, key_rows(idx, k.shape[-2]), out=out).view(*idx.shape, -1)
+def nearest_differences(q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None,
+                        rows: Tensor | None = None) -> Tensor:
+    """``k_j - q_i`` for each query and its keys ``idx``, into ``out`` (N * Lq * K, D) if given; ``rows``: the keys'
+    :func:`key_rows`, when known.  # (N, Lq, D), (N, Lk, D), (N, Lq, K) -> (N, Lq, K, D)"""
+    rows = key_rows(idx, k.shape[-2]) if rows is None else rows
+    picked = torch.index_select(k.reshape(-1, k.shape[-1]), 0, rows, out=out).view(*idx.shape, -1)
     return picked - q.unsqueeze(-2) if out is None else picked.sub_(q.unsqueeze(-2))
 
 

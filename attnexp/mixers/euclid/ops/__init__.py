@@ -1,1 +1,1 @@
-"""Euclid's fused paths: ``fused`` (torch operations, any device) and ``flex`` (FlexAttention, GPUs)."""
+"""Euclid's fused path: one autograd function in torch operations, the same on every device."""

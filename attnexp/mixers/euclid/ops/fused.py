@@ -33,6 +33,7 @@ from attnexp.mixers.euclid.formula import (
     autocast_on,
     expansion,
     float32_math,
+    key_rows,
     nearest_differences,
     nearest_keys,
 )
@@ -41,6 +42,7 @@ KEEP_SCORES = 1 << 15  # scores per call (every batch and head): at most this ma
 CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 LN2 = math.log(2.0)
+FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
 
 _workspaces = threading.local()
 
@@ -75,9 +77,10 @@ class Nearest(NamedTuple):
     top: Tensor  # (n, c, 1) the row's largest score (the nearest's)
 
 
-def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: float, eps: float) -> Nearest:
+def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: float, eps: float, folded: bool) -> Nearest:
     """The :data:`NEAREST` nearest keys of each query by the expansion ``x`` (blocked keys at FAR), and their exact
-    distances from the differences. ``allowed_at``: a (n|1, c|1, Lk) bool mask of keys that may be attended, or None."""
+    distances from the differences. ``allowed_at``: a (n|1, c|1, Lk) bool mask of keys that may be attended, or None;
+    ``folded``: ``x`` holds eps^2 as well (the floor then too)."""
     idx = nearest_keys(x, min(NEAREST, k.shape[1]), workspace(1, x.shape, x, torch.int32))
     d = torch.linalg.vector_norm(differences(q, k, idx), dim=-1).mul_(scale)  # (n, c, K)
     if allowed_at is None:
@@ -86,12 +89,14 @@ def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: f
         allowed = allowed_at.expand(x.shape).gather(-1, idx)
         farthest = (d * allowed).amax(-1, keepdim=True)
         closest = d.masked_fill(~allowed, math.inf).amin(-1, keepdim=True)
-    return Nearest(idx, d, farthest.square_(), closest.add_(eps).reciprocal_())
+    floor = farthest.add_(eps).square_() if folded else farthest.square_()
+    return Nearest(idx, d, floor, closest.add_(eps).reciprocal_())
 
 
-def differences(q: Tensor, k: Tensor, idx: Tensor) -> Tensor:
-    """``k_j - q_i`` of each query and its nearest keys ``idx``, in the thread's workspace.  # (n, c, K, D)"""
-    return nearest_differences(q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q))
+def differences(q: Tensor, k: Tensor, idx: Tensor, rows: Tensor | None = None) -> Tensor:
+    """``k_j - q_i`` of each query and its nearest keys ``idx`` (at ``rows`` of ``k.view(-1, D)``), in the thread's
+    workspace.  # (n, c, K, D)"""
+    return nearest_differences(q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q), rows)
 
 
 class TileForward(NamedTuple):
@@ -136,13 +141,21 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
     attend (broadcast to (n, c, Lk)). ``keep``: ``e`` and ``pw`` in new memory (kept for the backward pass), else in the
     thread's workspace; ``near``: the nearest keys, when known."""
     shape = (q.shape[0], q.shape[1], k.shape[1])
-    x = expansion(q, k, scale * scale, out=workspace(0, shape, q))  # scale^2 ||q - k||^2 by the expansion
+    folded = eps <= FOLDED_EPS
+    x = expansion(q, k, scale * scale, out=workspace(0, shape, q), plus=eps * eps if folded else 0.0)
     if blocked is not None:
         x.masked_fill_(blocked, FAR)
     if near is None:
-        near = nearest(q, k, x, None if blocked is None else ~blocked, scale, eps)
-    d = x.clamp_min_(near.floor).sqrt_().scatter_(-1, near.idx, near.d)
-    z = torch.add(d, eps, out=None if keep else workspace(1, shape, q)).reciprocal_()
+        near = nearest(q, k, x, None if blocked is None else ~blocked, scale, eps, folded)
+    z_near = near.d.add(eps).reciprocal_()  # (n, c, K)
+    if folded:  # 1/sqrt(d^2 + eps^2) for the keys beyond the nearest: their 1/(d + eps) to float32 rounding wherever
+        # the expansion resolves d (eps=1e-9: everywhere past d ~ 1e-7 of the norms), in one pass
+        z = x.clamp_min_(near.floor).rsqrt_()
+        d = None
+    else:
+        d = x.clamp_min_(near.floor).sqrt_().scatter_(-1, near.idx, near.d)
+        z = torch.add(d, eps, out=None if keep else workspace(1, shape, q)).reciprocal_()
+    z.scatter_(-1, near.idx, z_near)
     e = torch.sub(z, near.top, out=None if keep else workspace(2, shape, q)).exp2_()
     if blocked is not None:
         e.masked_fill_(blocked, 0.0)
@@ -151,8 +164,13 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
         s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
     out = torch.bmm(e if v.dtype == e.dtype else e.to(v.dtype), v).float().div_(s)  # v's precision: see below
     pw = None
-    if with_pw:  # e * z^2 / d, 0 where d = 0
-        pw = z.square_().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
+    if with_pw:  # e * z^2 / d, 0 where d = 0: z^3 where the score is 1/sqrt(d^2 + eps^2) (eps^2 < 1e-16: below rounding)
+        if folded:
+            pw = torch.pow(z, 3, out=None if keep else workspace(1, shape, q)).mul_(e)
+            w_near = z_near.square().div_(near.d).nan_to_num_(nan=math.nan, posinf=0.0)
+            pw.scatter_(-1, near.idx, w_near.mul_(e.gather(-1, near.idx)))
+        else:
+            pw = z.square_().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
     return TileForward(out, e, s, pw, near)
 
 
@@ -181,13 +199,11 @@ def backward_tile(q: Tensor, k: Tensor, v: Tensor, tile: TileForward, dout: Tens
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    n, c, count = picked.shape
-    terms = differences(q, k, near.idx).mul_(picked.unsqueeze(-1))  # (n, c, K, D): g_ij (k_j - q_i)
-    dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2)
-    chosen = workspace(7, (n, c * count, k.shape[1]), q)  # which key each term belongs to, one-hot
-    chosen = (torch.zeros(n, c * count, k.shape[1], device=q.device) if chosen is None else chosen.zero_())
-    chosen.scatter_(-1, near.idx.view(n, c * count, 1), 1.0)
-    return dq, dk.baddbmm_(chosen.transpose(1, 2), terms.view(n, c * count, -1), alpha=-s2), dv
+    rows = key_rows(near.idx, k.shape[1])
+    terms = differences(q, k, near.idx, rows).mul_(picked.mul_(-s2).unsqueeze(-1))  # (n, c, K, D): s2 g_ij (q_i - k_j)
+    dq.sub_(torch.sum(terms, 2, out=workspace(5, q.shape, q)))
+    dk.view(-1, k.shape[-1]).index_add_(0, rows, terms.view(-1, k.shape[-1]))  # on a GPU deterministic when asked
+    return dq, dk, dv
 
 
 class FusedEuclid(torch.autograd.Function):
