@@ -149,9 +149,10 @@ def test_a_nan_query_spreads_to_its_output_row():
         assert torch.isnan(out[0, 1, 2]).all() and torch.isfinite(out[1]).all()
 
 
-def test_tiles_keep_no_score_matrix_for_backward():
-    """Long sequences: autograd saves q, k, v, the output, row statistics and a view of the caller's (B, 1, 1, Lk)
-    padding mask, nothing of size Lq x Lk."""
+def test_tiles_keep_no_score_matrix_for_backward(monkeypatch):
+    """Long sequences: autograd saves q, k, v, the output, row statistics, the nearest keys and a view of the caller's
+    (B, 1, 1, Lk) padding mask, nothing of size Lq x Lk."""
+    monkeypatch.setattr(fused, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
     q, k, v = (torch.randn(2, 2, 300, 4, requires_grad=True) for _ in range(3))
     padding = torch.ones(2, 1, 1, 300, dtype=torch.bool)
     padding[1, ..., 200:] = False

@@ -49,8 +49,8 @@ def check_eps(eps: object) -> float:
 
 
 def autocast_on(device_type: str) -> bool:
-    """Whether autocast (mixed precision) is on for the device type."""
-    return torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type)
+    """Whether autocast (mixed precision) is on for the device type (the meta device has none)."""
+    return device_type != "meta" and torch.is_autocast_enabled(device_type)
 
 
 def float32_math(device_type: str) -> AbstractContextManager:
@@ -67,17 +67,18 @@ def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None, plus: 
     return x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)
 
 
-def ramp(length: int, step: int = 1, dtype: torch.dtype = torch.int64, device: torch.device | None = None) -> Tensor:
-    """``arange(0, length * step, step)``: outside a compiled graph the same tensor every call (a step asks for the
-    same small ramps each time), so it costs no operation.  # (length,)"""
+def ramp(length: int, step: int = 1, dtype: torch.dtype = torch.int64, device: torch.device | None = None,
+         shape: tuple[int, ...] = (-1,)) -> Tensor:
+    """``arange(0, length * step, step).view(shape)``: outside a compiled graph the same tensor every call (a step
+    asks for the same small ramps each time), so it costs no operation."""
     if torch.compiler.is_compiling():
-        return torch.arange(0, length * step, step, dtype=dtype, device=device)
-    return _ramp(length, step, dtype, device)
+        return torch.arange(0, length * step, step, dtype=dtype, device=device).view(shape)
+    return _ramp(length, step, dtype, device, shape)
 
 
 @functools.lru_cache(maxsize=64)
-def _ramp(length: int, step: int, dtype: torch.dtype, device: torch.device | None) -> Tensor:
-    return torch.arange(0, length * step, step, dtype=dtype, device=device)
+def _ramp(length: int, step: int, dtype: torch.dtype, device: torch.device | None, shape: tuple[int, ...]) -> Tensor:
+    return torch.arange(0, length * step, step, dtype=dtype, device=device).view(shape)
 
 
 def nearest_keys(x: Tensor, count: int, scratch: Tensor | None = None) -> Tensor:
@@ -103,7 +104,7 @@ def nearest_keys(x: Tensor, count: int, scratch: Tensor | None = None) -> Tensor
 
 def key_rows(idx: Tensor, keys: int) -> Tensor:
     """Indices into ``k.reshape(-1, D)`` of the keys ``idx`` (N, Lq, K) names.  # (N * Lq * K,)"""
-    return (idx + ramp(idx.shape[0], keys, device=idx.device).view(-1, 1, 1)).view(-1)
+    return (idx + ramp(idx.shape[0], keys, device=idx.device, shape=(-1, 1, 1))).view(-1)
 
 
 def nearest_differences(q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None,

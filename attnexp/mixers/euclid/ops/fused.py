@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -38,13 +39,14 @@ from attnexp.mixers.euclid.formula import (
     nearest_keys,
 )
 
-KEEP_SCORES = 1 << 15  # scores per call (every batch and head): at most this many, the forward keeps its weights
+KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this many, the forward keeps its weights
 CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 LN2 = math.log(2.0)
 FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
 
 _workspaces = threading.local()
+_kept: dict[tuple[int, str], list[Tensor]] = {}  # score-sized memory of finished calls, by size, ready for the next
 
 
 def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor | None:
@@ -66,6 +68,20 @@ def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtyp
             slots[slot] = memory, views
         view = views[shape, dtype] = memory[:numel].view(dtype).view(shape)
     return view
+
+
+def kept_memory(ctx: object, shape: tuple[int, ...], like: Tensor) -> Tensor | None:
+    """Memory for a score-sized value kept from the forward pass to the backward pass, to write into (``out=``). On a
+    CPU it is memory a finished call kept, handed back when ``ctx`` (the call's autograd node) is gone, so only then,
+    never while its graph can still run backward (page faults on fresh blocks cost about as much as the arithmetic).
+    Elsewhere, and in a compiled graph, None: the operation makes its own."""
+    if like.device.type != "cpu" or torch.compiler.is_compiling():
+        return None
+    numel = math.prod(shape)
+    free = _kept.setdefault((numel, like.device.type), [])
+    memory = free.pop() if free else torch.empty(numel, dtype=torch.float32)
+    weakref.finalize(ctx, free.append, memory)
+    return memory.view(shape)
 
 
 class Nearest(NamedTuple):
@@ -134,13 +150,14 @@ def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tens
     return rows[n // heads if b > 1 else 0, n % heads if h > 1 else 0]  # (n, c|1, Lk)
 
 
-def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale: float, eps: float, keep: bool,
-                 with_pw: bool, near: Nearest | None = None) -> TileForward:
+def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale: float, eps: float,
+                 kept: tuple[Tensor | None, Tensor | None] | None, with_pw: bool, near: Nearest | None = None) -> TileForward:
     """The tile's output (n, c, Dv) and what its backward pass needs; ``scale`` and ``eps`` in base 2 (euclid's times
     ln 2, see the module's docstring). q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); ``blocked`` True where a query may not
-    attend (broadcast to (n, c, Lk)). ``keep``: ``e`` and ``pw`` in new memory (kept for the backward pass), else in the
-    thread's workspace; ``near``: the nearest keys, when known."""
+    attend (broadcast to (n, c, Lk)). ``kept``: memory for ``e`` and ``pw`` kept for the backward pass (None: new),
+    or None: both in the thread's workspace; ``near``: the nearest keys, when known."""
     shape = (q.shape[0], q.shape[1], k.shape[1])
+    into_e, into_pw = kept if kept is not None else (workspace(2, shape, q), workspace(1, shape, q))
     folded = eps <= FOLDED_EPS
     x = expansion(q, k, scale * scale, out=workspace(0, shape, q), plus=eps * eps if folded else 0.0)
     if blocked is not None:
@@ -154,19 +171,20 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
         d = None
     else:
         d = x.clamp_min_(near.floor).sqrt_().scatter_(-1, near.idx, near.d)
-        z = torch.add(d, eps, out=None if keep else workspace(1, shape, q)).reciprocal_()
+        z = torch.add(d, eps, out=into_pw).reciprocal_()
     z.scatter_(-1, near.idx, z_near)
-    e = torch.sub(z, near.top, out=None if keep else workspace(2, shape, q)).exp2_()
+    e = torch.sub(z, near.top, out=into_e).exp2_()
     if blocked is not None:
         e.masked_fill_(blocked, 0.0)
     s = e.sum(-1, keepdim=True)
     if blocked is not None:
         s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
-    out = torch.bmm(e if v.dtype == e.dtype else e.to(v.dtype), v).float().div_(s)  # v's precision: see below
+    out = torch.bmm(e, v) if v.dtype == e.dtype else torch.bmm(e.to(v.dtype), v).float()  # v's precision: see below
+    out.div_(s)
     pw = None
     if with_pw:  # e * z^2 / d, 0 where d = 0: z^3 where the score is 1/sqrt(d^2 + eps^2) (eps^2 < 1e-16: below rounding)
         if folded:
-            pw = torch.pow(z, 3, out=None if keep else workspace(1, shape, q)).mul_(e)
+            pw = torch.pow(z, 3, out=into_pw).mul_(e)
             w_near = z_near.square().div_(near.d).nan_to_num_(nan=math.nan, posinf=0.0)
             pw.scatter_(-1, near.idx, w_near.mul_(e.gather(-1, near.idx)))
         else:
@@ -220,14 +238,15 @@ class FusedEuclid(torch.autograd.Function):
             return q.new_zeros(n, lq, v.shape[-1])
         keep = n * lq * lk <= KEEP_SCORES
         if keep:
-            tile = forward_tile(q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, True,
-                                any(ctx.needs_input_grad[:3]))
+            grads = any(ctx.needs_input_grad[:3])
+            kept = (kept_memory(ctx, (n, lq, lk), q), kept_memory(ctx, (n, lq, lk), q)) if grads else None
+            tile = forward_tile(q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads)
             out, s, near, parts = tile.out, tile.s, tile.near, None
         else:
             parts = tiles(n, lq, lk, q.device)
             out, s, near = q.new_empty(n, lq, v.shape[-1]), q.new_empty(n, lq, 1), None
             for g, r in parts:
-                tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, heads, g, r), scale, eps, False, False)
+                tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, heads, g, r), scale, eps, None, False)
                 near = near or Nearest(*(t.new_empty(n, lq, *t.shape[2:]) for t in tile.near))
                 for whole, part in zip((out, s, *near), (tile.out, tile.s, *tile.near)):
                     whole[g, r] = part
@@ -243,19 +262,19 @@ class FusedEuclid(torch.autograd.Function):
         q, k, v, out, s, blocked, *saved = ctx.saved_tensors
         near, (e, pw) = Nearest(*saved[:4]), saved[4:]
         with float32_math(dout.device.type):
-            dout = torch.div(dout.float(), s, out=workspace(6, dout.shape, dout))  # (N, Lq, Dv); stays float32 under autocast
+            dout = torch.div(as_float(dout), s, out=workspace(6, dout.shape, dout))  # (N, Lq, Dv); float32 under autocast
             if ctx.parts is None:
                 dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, near), dout, ctx.scale)
-                return dq, dk, dv.to(v.dtype), None, None, None, None
+                return dq, dk, like(dv, v), None, None, None, None
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v, dtype=torch.float32)
             done: set[int] = set()
             for g, r in ctx.parts:
                 tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, ctx.heads, g, r), ctx.scale, ctx.eps,
-                                    False, True, Nearest(*(t[g, r] for t in near)))
+                                    None, True, Nearest(*(t[g, r] for t in near)))
                 backward_tile(q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g],
                               first=g.start not in done)
                 done.add(g.start)
-        return dq, dk, dv.to(v.dtype), None, None, None, None
+        return dq, dk, like(dv, v), None, None, None, None
 
 
 def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
@@ -266,9 +285,21 @@ def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
     b, h, lq, _ = q.shape
     device = q.device.type
     low = torch.get_autocast_dtype(device) if autocast_on(device) else torch.float32
-    q, k = (t.reshape(b * h, t.shape[-2], t.shape[-1]).float().contiguous() for t in (q, k))  # (N, L, D)
-    values = v.reshape(b * h, v.shape[-2], v.shape[-1]).to(low).contiguous()
+    q, k = (as_float(t.reshape(b * h, t.shape[-2], t.shape[-1])).contiguous() for t in (q, k))  # (N, L, D)
+    values = v.reshape(b * h, v.shape[-2], v.shape[-1])
+    values = (values if values.dtype == low else values.to(low)).contiguous()
     blocked = None if mask is None else ~mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     with float32_math(device):
         out = FusedEuclid.apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
-    return out.view(b, h, lq, v.shape[-1]).to(low if low != torch.float32 else v.dtype)
+    out = out.view(b, h, lq, v.shape[-1])
+    return like(out, v) if low == torch.float32 else out.to(low)
+
+
+def as_float(t: Tensor) -> Tensor:
+    """``t`` in float32 (itself, without an operation, when it is)."""
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def like(t: Tensor, other: Tensor) -> Tensor:
+    """``t`` in ``other``'s dtype (itself, without an operation, when it is)."""
+    return t if t.dtype == other.dtype else t.to(other.dtype)
