@@ -9,7 +9,7 @@ import torch
 from attnexp.errors import AttnexpError
 from attnexp.mixers import EuclidAttention, causal_mask
 from attnexp.mixers.euclid.formula import euclid_score
-from attnexp.mixers.euclid.ops import fused
+from attnexp.mixers.euclid.ops import fused, tiles
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
 from attnexp.mixers.multihead import attention
 
@@ -67,7 +67,7 @@ def tiling(request, monkeypatch):
     """The fused path as one tile (weights kept for the backward pass), one query row per tile, or uneven tiles."""
     if request.param != "one tile":
         monkeypatch.setattr(fused, "KEEP_SCORES", 0)
-        monkeypatch.setattr(fused, "CPU_TILE_SCORES", 9 if request.param == "row tiles" else 20)
+        monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 9 if request.param == "row tiles" else 20)
     return request.param
 
 
@@ -266,7 +266,7 @@ def test_masks_that_are_not_boolean_or_do_not_broadcast_are_refused():
 def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
     """torch.compile(fullgraph=True) traces the path's forward and backward (aot_eager: the backward graph too, and
     no code generated) with no graph break, and gives the eager numbers; torch.export traces the forward."""
-    monkeypatch.setattr(fused, "CPU_TILE_SCORES", 1 << 14)  # the tiled run: several tiles of 256 x 256 scores
+    monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 1 << 14)  # the tiled run: several tiles of 256 x 256 scores
     torch.manual_seed(8)
     attn = EuclidAttention(16, heads=2, path=path)
     x = torch.randn(1, length, 16, requires_grad=True)

@@ -1,12 +1,11 @@
 """Euclid attention as one autograd function with a hand-written backward pass, in torch operations, without a host
 read or a data-dependent shape: the same computation on a CPU, on a GPU and under ``torch.compile``.
 
-The work goes over tiles of query rows, each holding every key of its rows (so a row's softmax is whole). When a
-call's scores are few (at most :data:`KEEP_SCORES`: patch and diagnostic models) the forward pass keeps its weights
-for the backward pass; otherwise it keeps q, k, v, the output, the row sums and the nearest keys, and the backward
-pass recomputes each tile's weights: memory O(tile), as in flash attention. On a CPU every score-sized value lives
-in memory the thread keeps between calls (:func:`workspace`): a fresh block of a megabyte costs the process page
-faults, about as long as the attention's arithmetic on it.
+When a call's scores are few (at most :data:`KEEP_SCORES`, a million: patch, ViT and diagnostic models) the forward
+pass keeps its weights for the backward pass; otherwise it keeps q, k, v, the output, the row sums and the nearest
+keys, and the work goes over tiles of query rows (:mod:`~attnexp.mixers.euclid.ops.tiles`), the backward pass
+recomputing each tile's weights: memory O(tile), as in flash attention. On a CPU no score-sized value gets fresh
+memory (:mod:`~attnexp.mixers.euclid.ops.memory`).
 
 Per tile, in place: ``x`` from one matmul (:func:`~attnexp.mixers.euclid.formula.expansion`), the nearest keys and
 their exact distances (:func:`nearest`), ``z = 1/(sqrt(x) + eps)``, ``e = 2^(z - top)`` with ``top`` the row's
@@ -20,8 +19,6 @@ log2(e) times euclid's score and ``2^z`` its ``exp``. The backward pass works on
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from typing import NamedTuple
 
 import torch
@@ -38,67 +35,34 @@ from attnexp.mixers.euclid.formula import (
     nearest_differences,
     nearest_keys,
 )
+from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
+from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
 
 KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this many, the forward keeps its weights
-CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
-GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 LN2 = math.log(2.0)
 FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
-
-_workspaces = threading.local()
-_kept: dict[tuple[int, str], list[Tensor]] = {}  # score-sized memory of finished calls, by size, ready for the next
-
-
-def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor | None:
-    """Memory of ``shape`` for a value used only inside one forward or backward call, to write into (``out=``). On a
-    CPU each ``slot`` is memory the thread keeps between calls (float32 words; int32 views share them), handed out as
-    the same view while the shape stays. Elsewhere, and in a compiled or exported graph (whose memory the compiler
-    plans), None: the operation makes its own."""
-    if like.device.type != "cpu" or torch.compiler.is_compiling():
-        return None
-    slots = getattr(_workspaces, "slots", None)
-    if slots is None:
-        slots = _workspaces.slots = {}
-    memory, views = slots.get(slot, (None, {}))
-    view = views.get((shape, dtype))
-    if view is None:
-        numel = math.prod(shape)
-        if memory is None or memory.numel() < numel:
-            memory, views = torch.empty(numel, dtype=torch.float32), {}
-            slots[slot] = memory, views
-        view = views[shape, dtype] = memory[:numel].view(dtype).view(shape)
-    return view
-
-
-def kept_memory(ctx: object, shape: tuple[int, ...], like: Tensor) -> Tensor | None:
-    """Memory for a score-sized value kept from the forward pass to the backward pass, to write into (``out=``). On a
-    CPU it is memory a finished call kept, handed back when ``ctx`` (the call's autograd node) is gone, so only then,
-    never while its graph can still run backward (page faults on fresh blocks cost about as much as the arithmetic).
-    Elsewhere, and in a compiled graph, None: the operation makes its own."""
-    if like.device.type != "cpu" or torch.compiler.is_compiling():
-        return None
-    numel = math.prod(shape)
-    free = _kept.setdefault((numel, like.device.type), [])
-    memory = free.pop() if free else torch.empty(numel, dtype=torch.float32)
-    weakref.finalize(ctx, free.append, memory)
-    return memory.view(shape)
-
 
 class Nearest(NamedTuple):
     """Each query's nearest keys with their exact distances, found once in the forward pass."""
 
     idx: Tensor  # (n, c, K) the keys
+    rows: Tensor  # (n, c, K) their rows in k.view(-1, D)
     d: Tensor  # (n, c, K) their scaled distances, from the differences
     floor: Tensor  # (n, c, 1) no other key's squared distance is taken below this (the farthest of them)
     top: Tensor  # (n, c, 1) the row's largest score (the nearest's)
+    diffs: Tensor | None  # (n, c, K, D) k_j - q_i, when kept for the backward pass
 
 
-def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: float, eps: float, folded: bool) -> Nearest:
+def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: float, eps: float, folded: bool,
+            diffs_into: Tensor | None) -> Nearest:
     """The :data:`NEAREST` nearest keys of each query by the expansion ``x`` (blocked keys at FAR), and their exact
     distances from the differences. ``allowed_at``: a (n|1, c|1, Lk) bool mask of keys that may be attended, or None;
-    ``folded``: ``x`` holds eps^2 as well (the floor then too)."""
+    ``folded``: ``x`` holds eps^2 as well (the floor then too); ``diffs_into``: memory for the differences to keep for
+    the backward pass, or None (the thread's workspace, not kept)."""
     idx = nearest_keys(x, min(NEAREST, k.shape[1]), workspace(1, x.shape, x, torch.int32))
-    d = torch.linalg.vector_norm(differences(q, k, idx), dim=-1).mul_(scale)  # (n, c, K)
+    rows = key_rows(idx, k.shape[1])
+    diffs = nearest_differences(q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q) if diffs_into is None else diffs_into, rows)
+    d = torch.linalg.vector_norm(diffs, dim=-1).mul_(scale)  # (n, c, K)
     if allowed_at is None:
         closest, farthest = torch.aminmax(d, dim=-1, keepdim=True)
     else:  # a blocked key (picked in a row with fewer allowed keys than K) sets no bound
@@ -106,13 +70,13 @@ def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: f
         farthest = (d * allowed).amax(-1, keepdim=True)
         closest = d.masked_fill(~allowed, math.inf).amin(-1, keepdim=True)
     floor = farthest.add_(eps).square_() if folded else farthest.square_()
-    return Nearest(idx, d, floor, closest.add_(eps).reciprocal_())
+    return Nearest(idx, rows.view(idx.shape), d, floor, closest.add_(eps).reciprocal_(), None if diffs_into is None else diffs)
 
 
-def differences(q: Tensor, k: Tensor, idx: Tensor, rows: Tensor | None = None) -> Tensor:
-    """``k_j - q_i`` of each query and its nearest keys ``idx`` (at ``rows`` of ``k.view(-1, D)``), in the thread's
-    workspace.  # (n, c, K, D)"""
-    return nearest_differences(q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q), rows)
+def tile_nearest(near: Nearest, g: slice, r: slice, keys: int) -> Nearest:
+    """The part of a whole call's nearest keys a tile (groups ``g``, query rows ``r``) holds, rows into its keys."""
+    idx = near.idx[g, r]
+    return Nearest(idx, key_rows(idx, keys).view(idx.shape), near.d[g, r], near.floor[g, r], near.top[g, r], None)
 
 
 class TileForward(NamedTuple):
@@ -126,30 +90,6 @@ class TileForward(NamedTuple):
     near: Nearest
 
 
-def tiles(groups: int, queries: int, keys: int, device: torch.device) -> list[tuple[slice, slice]]:
-    """(group slice, query slice) pairs covering (groups, queries): tiles of about CPU/GPU_TILE_SCORES scores. A tile
-    holds several groups only when it holds all their queries, so ``t[g, r]`` of a contiguous (N, Lq, D) tensor is
-    contiguous (a valid ``out=``)."""
-    budget = CPU_TILE_SCORES if device.type == "cpu" else GPU_TILE_SCORES
-    rows = max(1, min(queries, budget // max(keys, 1)))
-    per = max(1, min(groups, budget // (rows * max(keys, 1)))) if rows == queries else 1
-    return [(slice(g, min(g + per, groups)), slice(r, min(r + rows, queries)))
-            for g in range(0, groups, per) for r in range(0, queries, rows)]
-
-
-def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tensor | None:
-    """Rows ``r`` of groups ``g`` (batch * heads + head) of a (B|1, H|1, Lq|1, Lk) mask, broadcastable to the tile's
-    (n, c, Lk): a view where the mask broadcasts, else a copy of the tile alone."""
-    if blocked is None:
-        return None
-    b, h, lq, _ = blocked.shape
-    rows = blocked[:, :, r] if lq > 1 else blocked  # (b, h, c|1, Lk)
-    if b == 1 and h == 1:
-        return rows[0]  # (1, c|1, Lk)
-    n = torch.arange(g.start, g.stop, device=blocked.device)
-    return rows[n // heads if b > 1 else 0, n % heads if h > 1 else 0]  # (n, c|1, Lk)
-
-
 def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale: float, eps: float,
                  kept: tuple[Tensor | None, Tensor | None] | None, with_pw: bool, near: Nearest | None = None) -> TileForward:
     """The tile's output (n, c, Dv) and what its backward pass needs; ``scale`` and ``eps`` in base 2 (euclid's times
@@ -157,13 +97,13 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
     attend (broadcast to (n, c, Lk)). ``kept``: memory for ``e`` and ``pw`` kept for the backward pass (None: new),
     or None: both in the thread's workspace; ``near``: the nearest keys, when known."""
     shape = (q.shape[0], q.shape[1], k.shape[1])
-    into_e, into_pw = kept if kept is not None else (workspace(2, shape, q), workspace(1, shape, q))
+    into_e, into_pw, into_diffs = kept if kept is not None else (workspace(2, shape, q), workspace(1, shape, q), None)
     folded = eps <= FOLDED_EPS
     x = expansion(q, k, scale * scale, out=workspace(0, shape, q), plus=eps * eps if folded else 0.0)
     if blocked is not None:
         x.masked_fill_(blocked, FAR)
     if near is None:
-        near = nearest(q, k, x, None if blocked is None else ~blocked, scale, eps, folded)
+        near = nearest(q, k, x, None if blocked is None else ~blocked, scale, eps, folded, into_diffs)
     z_near = near.d.add(eps).reciprocal_()  # (n, c, K)
     if folded:  # 1/sqrt(d^2 + eps^2) for the keys beyond the nearest: their 1/(d + eps) to float32 rounding wherever
         # the expansion resolves d (eps=1e-9: everywhere past d ~ 1e-7 of the norms), in one pass
@@ -217,8 +157,10 @@ def backward_tile(q: Tensor, k: Tensor, v: Tensor, tile: TileForward, dout: Tens
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    rows = key_rows(near.idx, k.shape[1])
-    terms = differences(q, k, near.idx, rows).mul_(picked.mul_(-s2).unsqueeze(-1))  # (n, c, K, D): s2 g_ij (q_i - k_j)
+    rows, diffs = near.rows.view(-1), near.diffs
+    if diffs is None:
+        diffs = nearest_differences(q, k, near.idx, workspace(4, (rows.numel(), q.shape[-1]), q), rows)
+    terms = torch.mul(diffs, picked.mul_(-s2).unsqueeze(-1), out=workspace(4, diffs.shape, q))  # s2 g_ij (q_i - k_j)
     dq.sub_(torch.sum(terms, 2, out=workspace(5, q.shape, q)))
     dk.view(-1, k.shape[-1]).index_add_(0, rows, terms.view(-1, k.shape[-1]))  # on a GPU deterministic when asked
     return dq, dk, dv
@@ -239,7 +181,8 @@ class FusedEuclid(torch.autograd.Function):
         keep = n * lq * lk <= KEEP_SCORES
         if keep:
             grads = any(ctx.needs_input_grad[:3])
-            kept = (kept_memory(ctx, (n, lq, lk), q), kept_memory(ctx, (n, lq, lk), q)) if grads else None
+            kept = (kept_memory(ctx, (n, lq, lk), q), kept_memory(ctx, (n, lq, lk), q),
+                    kept_memory(ctx, (n * lq * min(NEAREST, lk), q.shape[-1]), q)) if grads else None
             tile = forward_tile(q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads)
             out, s, near, parts = tile.out, tile.s, tile.near, None
         else:
@@ -247,8 +190,8 @@ class FusedEuclid(torch.autograd.Function):
             out, s, near = q.new_empty(n, lq, v.shape[-1]), q.new_empty(n, lq, 1), None
             for g, r in parts:
                 tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, heads, g, r), scale, eps, None, False)
-                near = near or Nearest(*(t.new_empty(n, lq, *t.shape[2:]) for t in tile.near))
-                for whole, part in zip((out, s, *near), (tile.out, tile.s, *tile.near)):
+                near = near or Nearest(*(t.new_empty(n, lq, *t.shape[2:]) for t in tile.near[:-1]), None)
+                for whole, part in zip((out, s, *near[:-1]), (tile.out, tile.s, *tile.near[:-1])):
                     whole[g, r] = part
         ctx.save_for_backward(q, k, v, out, s, blocked, *near, *((tile.e, tile.pw) if keep else (None, None)))
         ctx.parts, ctx.heads, ctx.scale, ctx.eps = parts, heads, scale, eps
@@ -260,7 +203,7 @@ class FusedEuclid(torch.autograd.Function):
         if ctx.empty:
             return *(torch.zeros_like(t) for t in ctx.saved_tensors[:3]), None, None, None, None
         q, k, v, out, s, blocked, *saved = ctx.saved_tensors
-        near, (e, pw) = Nearest(*saved[:4]), saved[4:]
+        near, (e, pw) = Nearest(*saved[:6]), saved[6:]
         with float32_math(dout.device.type):
             dout = torch.div(as_float(dout), s, out=workspace(6, dout.shape, dout))  # (N, Lq, Dv); float32 under autocast
             if ctx.parts is None:
@@ -270,7 +213,7 @@ class FusedEuclid(torch.autograd.Function):
             done: set[int] = set()
             for g, r in ctx.parts:
                 tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, ctx.heads, g, r), ctx.scale, ctx.eps,
-                                    None, True, Nearest(*(t[g, r] for t in near)))
+                                    None, True, tile_nearest(near, g, r, k.shape[1]))
                 backward_tile(q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g],
                               first=g.start not in done)
                 done.add(g.start)
