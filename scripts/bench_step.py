@@ -78,17 +78,20 @@ def vit_book(name: str) -> nn.Module:
     return build_net(cfg.net, instantiate(cfg.data).spec)
 
 
-def stepper(net: str, name: str, tokens: int, batch: int, device: torch.device, precision: str) -> Callable[[], None]:
-    """A closure that makes one training step of a fresh seeded network on a fixed batch."""
+def stepper(net: str, name: str, tokens: int, batch: int, device: torch.device, precision: str,
+            compile: bool = False) -> Callable[[], None]:
+    """A closure that makes one training step of a fresh seeded network on a fixed batch (``compile``: the network
+    through ``torch.compile``, as ``module.compile=true`` runs it)."""
     model, make_batch = network(net, name, tokens)
     model = model.to(device)
+    forward = torch.compile(model) if compile else model
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
     x, y = make_batch(batch, device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
     def step() -> None:
         with autocast:
-            logits = model(x)
+            logits = forward(x)
             loss = nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
         optimizer.zero_grad()
         loss.backward()
@@ -129,6 +132,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=["32", "bf16"], default="32")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1: the machine is shared)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the networks (on a CPU it builds C++)")
     parser.add_argument("--markdown", help="append the tables to this Markdown file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -137,10 +141,10 @@ def main() -> None:
     names = ["dot", *[n for n in VARIANTS if n != "dot" and (not args.only or n in args.only)]]
     if args.net != "patch":
         names = [n for n in names if n != "se"]  # causal (lm) or too wide (vit) for se's one gate per channel
-    out = [f"\n### bench_step: net={args.net}, precision {args.precision}, {machine(device)}\n"]
+    out = [f"\n### bench_step: net={args.net}, precision {args.precision}{', compiled' if args.compile else ''}, {machine(device)}\n"]
     for tokens in lengths:
         batch = args.batch or {"patch": 64, "vit_book": 32}.get(args.net) or max(1, args.batch_tokens // tokens)
-        steps = {name: stepper(args.net, name, tokens, batch, device, args.precision) for name in names}
+        steps = {name: stepper(args.net, name, tokens, batch, device, args.precision, args.compile) for name in names}
         interleaved(steps, 30 if device.type == "cpu" else 5)  # warm-up
         rounds = [interleaved(steps, args.steps) for _ in range(args.rounds)]
         out.append(f"\nL={tokens} batch={batch}\n\n| variant | ms/step | x dot | range |\n|---|---|---|---|")
