@@ -16,6 +16,7 @@ from attnexp.errors import AttnexpError
 # Hydra's flags that take a value (``--cfg job``); any other argument without '=' is no override
 FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cn", "--config-name", "-cp", "--config-path", "-cd",
                     "--config-dir", "--experimental-rerun", "--shell-completion"}
+TYPO = 0.9  # a key this near to one of the config's (difflib's ratio) is a typo of it, not a new argument
 INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 NOT_COMPOSED = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "-h", "--help", "--hydra-help",
                 "--version", "--shell-completion", "-sc", "--experimental-rerun"}
@@ -171,11 +172,12 @@ def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[st
                     "gets it, and the others cannot take it. Sweep the options that take it on their own. Nothing was "
                     "run or written.")
         parent, _, leaf = key.rpartition(".")
-        takes = argument_of(node_at(plain, parent), leaf)
+        close = near(key, [*keys, *groups])
+        typo = bool(close) and difflib.SequenceMatcher(None, key, close[0]).ratio() >= TYPO
+        takes = None if typo else argument_of(node_at(plain, parent), leaf)  # imports the class: only where needed
         if takes:
             return (f"{override.input_line} sets {key}, which the config does not list; {takes} takes {leaf}: add it "
                     f"with +{key}={value}. Nothing was run or written.")
-        close = near(key, [*keys, *groups])
         hint = (f"Did you mean {close[0]}?" if close else
                 f"The keys of {parent or 'the top level'} are: {', '.join(child_keys(plain, parent))}.")
         verb = "deletes" if raw.startswith("~") else "sets"
