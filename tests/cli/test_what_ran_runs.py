@@ -70,7 +70,7 @@ def test_each_run_records_its_settings_fingerprint_mixer_source_software_and_bud
     assert source["file"] == str(sweeps / "scaled.py") and source["module"] == "scaled" and len(source["sha256"]) == 12
     assert {"attnexp", "torch", "lightning", "python"} <= set(record["software"]) and record["device"]["type"] == "cpu"
     assert [epoch for epoch, _ in record["monitor_history"]] == [1, 2] and isinstance(record["still_improving"], bool)
-    edited = read_metrics(sweeps / "sweeps" / "source" / "model=scaled" / "seed=0")
+    edited = read_metrics(sweeps / "sweeps" / "source" / "seed=0")
     assert edited["fingerprint"] == record["fingerprint"] and edited["mixers"] != record["mixers"]
 
 
