@@ -21,7 +21,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 NOT_METHOD = (
     "seed",  # the replicate: runs of one configuration differ by it
     "threads", "resume", "test", "compare", "optimized_metric",  # speed, continuing, testing, summaries, searches
-    "paths", "logger", "callbacks",  # where files go and what is written (the checkpoint metric is task.monitor's)
+    "paths", "logger",  # where files go, what is written
+    "callbacks.progress_bar", "callbacks.epoch_lines", "callbacks.metrics_file", "callbacks.tensorboard_hparams",
+    "callbacks.telemetry", "callbacks.figures", "callbacks.checkpoint.dirpath", "callbacks.checkpoint.filename",
+    "callbacks.checkpoint.auto_insert_metric_name", "callbacks.checkpoint.save_last",  # attnexp's own: what is shown
     "trainer.default_root_dir", "trainer.accelerator", "trainer.deterministic", "trainer.enable_progress_bar",
     "trainer.enable_model_summary", "trainer.enable_checkpointing", "trainer.log_every_n_steps",
     "trainer.num_sanity_val_steps",  # where it runs (recorded as the device), what is shown

@@ -25,10 +25,13 @@ def settings_of(overrides, tmp_path):
 def test_the_fingerprint_counts_settings_not_their_spelling_nor_options_that_cannot_change_the_method(tmp_path):
     _, plain = settings_of(["model=dot"], tmp_path / "a")
     _, spelled = settings_of(["module.optimizer.lr=0.003", "threads=1", "seed=4", "paths.log_dir=elsewhere",
-                              "trainer.accelerator=cpu", "module.steps_per_call=2"], tmp_path / "b")
+                              "trainer.accelerator=cpu", "module.steps_per_call=2", "callbacks.progress_bar.refresh_rate=0",
+                              "logger=csv"], tmp_path / "b")
     _, other = settings_of(["module.optimizer.lr=0.01"], tmp_path / "c")
     _, budget = settings_of(["trainer.max_epochs=6"], tmp_path / "d")
-    assert plain == spelled and len({plain, other, budget}) == 3
+    _, stopped = settings_of(["+callbacks.stop._target_=pytorch_lightning.callbacks.EarlyStopping",
+                              "+callbacks.stop.monitor=val/acc"], tmp_path / "e")  # a callback that ends runs early
+    assert plain == spelled and len({plain, other, budget, stopped}) == 4
 
 
 def test_a_location_stays_as_written_in_the_settings_and_a_node_is_recorded_where_it_lives(tmp_path, monkeypatch):
