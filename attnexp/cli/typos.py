@@ -115,6 +115,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
             if message:
                 raise AttnexpError(message) from None
             return
+        check_sweep_mode(args, parsed, cfg)
         groups = set(cfg.hydra.runtime.choices)
         for override, values in zip(parsed, first.values()):
             group = override.get_key_element().lstrip("+~")
@@ -127,6 +128,18 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
                         raise AttnexpError(missing_option(err, overrides)) from None
                     except HydraException as err:
                         raise AttnexpError(lacking(err, parsed, groups, f"{group}={value}", compose, config_name)) from None
+
+
+def check_sweep_mode(args: Sequence[str], parsed: Sequence[Any], cfg: Any) -> None:
+    """Several values of a key (``model=dot,euclid``) make a sweep: without ``--multirun`` (or ``hydra.mode:
+    MULTIRUN``, which ``--cfg`` and ``--info`` do not follow), say so."""
+    swept = [o.input_line for o in parsed if o.is_sweep_override()]
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN" and not flags & {"-c", "--cfg", "-i", "--info"}
+    if not swept or flags & {"-m", "--multirun"} or configured:
+        return
+    raise AttnexpError(f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to "
+                       "run them, or give one value (a list as one value is written key=[a,b]). Nothing was run or written.")
 
 
 def missing_option(err: Any, overrides: Sequence[str]) -> str:

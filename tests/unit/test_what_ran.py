@@ -94,6 +94,8 @@ def test_the_checkout_says_its_commit_and_whether_its_code_changed(tmp_path):
     (["-m", "model=dot,euclid", "model.eps=0.1"], ["a key of model=euclid only: every job of the sweep gets it"]),
     (["-m", "model=euclid,dot", "model.eps=0.1"], ["model.eps is not a key of model=dot: every job of the sweep gets it"]),
     (["trainer.max_time=00:00:05:00"], ["pytorch_lightning.Trainer takes max_time: add it with +trainer.max_time=00:00:05:00"]),
+    (["model=dot,euclid"], ["model=dot,euclid gives several values, which makes a sweep", "add --multirun (-m)"]),
+    (["hydra.mode=MULTIRUN", "seed=0,1", "--cfg", "job"], ["seed=0,1 gives several values"]),
 ])
 def test_what_hydra_cannot_compose_is_explained_with_the_nearest_keys_and_options(args, words):
     with pytest.raises(AttnexpError) as caught:
@@ -108,3 +110,4 @@ def test_a_list_split_by_a_space_is_explained_and_good_command_lines_pass():
         check_words(["-m", "model=dot,", "euclid"])
     check_words(["-m", "model=dot,euclid", "--cfg", "job", "~model.bias"])
     check_composition(["-m", "model=euclid,dot", "seed=0,1", "+trainer.max_time=00:00:05:00", "hydra/launcher=basic"], CONFIG_DIR)
+    check_composition(["hydra.mode=MULTIRUN", "model=euclid,dot", "model.heads=[1]"], CONFIG_DIR)
