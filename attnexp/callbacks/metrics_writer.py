@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
-from attnexp.mixers import MultiHeadAttention, is_mixer
+from attnexp.mixers import MultiHeadAttention
 from attnexp.runs import convergence, metrics_file, provenance
 from attnexp.runs.fingerprint import Settings
 
@@ -40,8 +40,7 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
 
 def code_and_machine(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
     """What ran besides the settings: each mixer class's module, file and source hash, the software and the device."""
-    classes = [type(m) for m in pl_module.net.modules() if is_mixer(m)]
-    return {"mixers": provenance.mixer_sources(classes), "software": provenance.software(),
+    return {"mixers": provenance.mixer_sources(pl_module.net), "software": provenance.software(),
             "device": provenance.device(trainer.strategy.root_device, trainer.num_devices)}
 
 

@@ -29,7 +29,8 @@ from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.runs import metrics_file
 from attnexp.runs.fingerprint import Settings, settings_of
 from attnexp.runs.folders import check_new_folder, job_dirname, output_dir, resume_point, run_dirname
-from attnexp.runs.resume import check_same_settings, fresh_start
+from attnexp.runs.provenance import mixer_sources
+from attnexp.runs.resume import check_same_settings, check_same_sources, fresh_start
 
 CONFIG_DIR = str(search_path.config_dir())
 search_path.register()  # the user's configs and modules (see attnexp.cli.search_path)
@@ -71,7 +72,7 @@ def train(cfg: DictConfig, settings: Settings) -> dict[str, float]:
         action, last = resume_point(output_dir)
         if action == "done":
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
-            return metrics_file.read(output_dir)
+            return found
         ckpt_path, resumed = last or ckpt_path, last is not None
         fresh = "Nothing to resume: starting fresh." if found or is_multirun() else fresh_start(Path(cfg.paths.log_dir) / "runs", settings.config)
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else fresh)
@@ -98,6 +99,8 @@ def train(cfg: DictConfig, settings: Settings) -> dict[str, float]:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
     net = build_net(cfg.net, datamodule.spec)
+    if resumed:
+        check_same_sources(output_dir, mixer_sources(net))
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)

@@ -8,7 +8,6 @@ import hashlib
 import importlib.metadata
 import inspect
 import platform
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,15 @@ def source_hash(path: str | Path) -> str | None:
         return None
 
 
-def mixer_sources(classes: Iterable[type]) -> dict[str, dict[str, Any]]:
-    """For each class, ``module.Class -> {module, file, sha256}``: the file that defines it and a hash of that file, so
-    a change anywhere in it (a helper beside the class, a constant) makes another version."""
+def mixer_sources(net: Any) -> dict[str, dict[str, Any]]:
+    """For each mixer class in the network ``net`` (built-in or not: :func:`attnexp.mixers.is_mixer`),
+    ``module.Class -> {module, file, sha256}``: the file that defines it and a hash of that file, so a change anywhere
+    in it (a helper beside the class, a constant) makes another version."""
+    from attnexp.mixers import is_mixer  # torch: only where a network is built
+
+    classes = {type(m) for m in net.modules() if is_mixer(m)}
     found = {}
-    for cls in sorted(set(classes), key=lambda c: (c.__module__, c.__qualname__)):
+    for cls in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
         try:
             file = inspect.getsourcefile(cls)
         except TypeError:  # defined where Python keeps no file

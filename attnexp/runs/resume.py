@@ -1,6 +1,7 @@
 """Which earlier run ``resume=true`` continues: the newest one that ran the same settings (the fingerprint) with the
 same seed, whatever options that cannot change the method it was given (``threads=1``, ``paths.log_dir``); and,
-where none did, the nearest earlier runs with how they differ."""
+where none did, the nearest earlier runs with how they differ. A run is continued only with the settings and the
+mixer source it started with."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.errors import AttnexpError
 from attnexp.runs import metrics_file
 from attnexp.runs.fingerprint import NOT_METHOD, config_record, differences, fingerprint, flat, left_out, method
 
@@ -70,8 +72,6 @@ def nearest(root: str | Path, config: dict[str, Any], shown: int = SHOWN) -> lis
 def check_same_settings(folder: str | Path, config: dict[str, Any]) -> None:
     """A run folder continued by ``resume=true`` (a sweep job's, found by its name) must hold a run of the same
     settings and seed: continuing another would mix two configurations in one record."""
-    from attnexp.errors import AttnexpError
-
     record = metrics_file.read(folder)
     settings = recorded_settings(record)
     if settings is None:
@@ -83,6 +83,24 @@ def check_same_settings(folder: str | Path, config: dict[str, Any]) -> None:
         raise AttnexpError(f"{folder} holds a run of other settings ({listed}), so resume=true cannot continue it there: "
                            "its record and checkpoints would mix two configurations. A config file or a default has "
                            "changed since that run started: restore it to continue, or run without resume=true.")
+
+
+def check_same_sources(folder: str | Path, mixers: dict[str, dict[str, Any]]) -> None:
+    """A run continued by ``resume=true`` must run the mixer source it started with (``mixers``: now, as
+    :func:`attnexp.runs.provenance.mixer_sources` gives them): continuing with another would record one version for
+    epochs that two versions trained."""
+    before = metrics_file.read(folder).get("mixers")
+    if not isinstance(before, dict):  # a record of an earlier version, or of a run stopped before it built its network
+        return
+    now = {name: str(entry.get("sha256")) for name, entry in mixers.items()}
+    then = {name: str((entry or {}).get("sha256")) for name, entry in before.items()}
+    files = {name: (entry or {}).get("file") for name, entry in {**before, **mixers}.items()}
+    changed = [f"{name} in {files[name]}: {was} there, {current} now" for name, (current, was) in differences(now, then).items()]
+    if changed:
+        raise AttnexpError(f"{folder} holds a run of another version of its mixer's source ({'; '.join(changed)}), so "
+                           "resume=true cannot continue it: its checkpoints were trained by the code it started with, "
+                           "and its record would name only one version. Restore that source to continue, or run without "
+                           "resume=true: a new run, which comparisons tell apart by its source.")
 
 
 def fresh_start(root: str | Path, config: dict[str, Any]) -> str:

@@ -117,3 +117,20 @@ def test_resume_finds_the_run_by_its_settings_and_names_the_nearest_when_none_ma
     assert "Nothing to resume" in other.stderr and f"{first.relative_to(tmp_path)} (trainer.max_epochs 2 there, 3 here)" in other.stderr
     assert len(run_dirs(tmp_path / "outputs")) == 2
     assert json.loads((first / "metrics.json").read_text())["status"] == "ok"
+
+
+def test_resume_refuses_a_run_whose_mixer_source_changed_and_continues_it_once_restored(tmp_path):
+    (tmp_path / "configs" / "model").mkdir(parents=True)
+    (tmp_path / "scaled.py").write_text(MIXER)
+    (tmp_path / "configs" / "model" / "scaled.yaml").write_text(CONFIG.format(scale=1.0))
+    run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7")
+    (folder,) = run_dirs(tmp_path / "outputs")
+    stopped = {**read_metrics(folder), "status": "interrupted"}  # as a run stopped by Ctrl-C leaves it
+    (folder / "metrics.json").write_text(json.dumps(stopped))
+    (tmp_path / "scaled.py").write_text(MIXER + "\n# the score, tried again\n")
+    refused = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true", check=False)
+    assert refused.returncode == 2 and "another version of its mixer's source (scaled.ScaledAttention in " in refused.stderr
+    assert read_metrics(folder) == stopped and run_dirs(tmp_path / "outputs") == [folder]
+    (tmp_path / "scaled.py").write_text(MIXER)
+    run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true")
+    assert read_metrics(folder)["status"] == "ok" and run_dirs(tmp_path / "outputs") == [folder]

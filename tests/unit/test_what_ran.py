@@ -12,9 +12,10 @@ from helpers import compose_cfg
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import check_composition, check_words
 from attnexp.errors import AttnexpError
-from attnexp.runs import checkout
+from attnexp.runs import checkout, metrics_file
 from attnexp.runs.convergence import judge
 from attnexp.runs.fingerprint import config_record, fingerprint, method
+from attnexp.runs.resume import check_same_sources
 
 
 def settings_of(overrides, tmp_path):
@@ -111,3 +112,14 @@ def test_a_list_split_by_a_space_is_explained_and_good_command_lines_pass():
     check_words(["-m", "model=dot,euclid", "--cfg", "job", "~model.bias"])
     check_composition(["-m", "model=euclid,dot", "seed=0,1", "+trainer.max_time=00:00:05:00", "hydra/launcher=basic"], CONFIG_DIR)
     check_composition(["hydra.mode=MULTIRUN", "model=euclid,dot", "model.heads=[1]"], CONFIG_DIR)
+
+
+def test_resume_refuses_a_run_whose_mixer_source_changed(tmp_path):
+    mixers = {"mine.Mine": {"module": "mine", "file": "mine.py", "sha256": "3f2a11111111"}}
+    metrics_file.write(tmp_path, {"status": "interrupted", "mixers": mixers})
+    check_same_sources(tmp_path, mixers)  # the same source: continued
+    with pytest.raises(AttnexpError, match=r"another version of its mixer's source \(mine.Mine in mine.py: 3f2a11111111 there, "
+                                           r"9b1c22222222 now\), so resume=true cannot continue it"):
+        check_same_sources(tmp_path, {"mine.Mine": {**mixers["mine.Mine"], "sha256": "9b1c22222222"}})
+    metrics_file.write(tmp_path, {"status": "interrupted"})
+    check_same_sources(tmp_path, {})  # a record of an earlier version says nothing of its source
