@@ -67,7 +67,8 @@ def record(cfg: DictConfig, err: BaseException, start: Start) -> tuple[str, bool
     if status == metrics_file.BAD_INPUT and start.fresh and ours:
         if multirun():
             job = HydraConfig.get().job
-            folder = start.folder.relative_to(sweep_dir()) if start.folder.is_relative_to(sweep_dir()) else start.folder
+            folder, sweep = start.folder.absolute(), sweep_dir().absolute()
+            folder = folder.relative_to(sweep) if folder.is_relative_to(sweep) else folder
             refusals.note(sweep_dir(), job_key(), {"num": job.num, "job": report.job_name(), "folder": str(folder),
                                                    "status": status, "error": error})
         refusals.discard(start.folder, set(start.entries), sweep_dir() if multirun() else Path(cfg.paths.log_dir) / "runs")
