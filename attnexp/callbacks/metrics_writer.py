@@ -11,8 +11,8 @@ import pytorch_lightning as pl
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
-from attnexp.runs import metrics_file
-from attnexp.runs.folders import hydra_files
+from attnexp.runs import convergence, metrics_file, provenance
+from attnexp.runs.fingerprint import Settings
 
 
 def best_score(trainer: pl.Trainer) -> dict[str, float]:
@@ -38,6 +38,12 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     return {"status": metrics_file.OK}
 
 
+def code_and_machine(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+    """What ran besides the settings: each mixer class's module, file and source hash, the software and the device."""
+    return {"mixers": provenance.mixer_sources(pl_module.net), "software": provenance.software(),
+            "device": provenance.device(trainer.strategy.root_device, trainer.num_devices)}
+
+
 class MetricsFileWriter(pl.Callback):
     """Keeps ``metrics.json`` in the run folder up to date.
 
@@ -48,15 +54,27 @@ class MetricsFileWriter(pl.Callback):
     early. A run that trained no batch ends ``untrained``, one that never validated
     (so no best checkpoint was chosen) ``unvalidated``, each with ``error`` saying
     why: never ``ok``. Final metrics appear under their logged names (``test/acc``).
+
+    ``run`` (given by the entrypoint) says what was asked for: the settings and their fingerprint. The record adds
+    what ran (mixer sources, software, device), the checkpoint metric after every validation (``monitor_history``,
+    kept in checkpoints so that a resumed run has it whole) and whether the run was still improving when its budget
+    ended (:mod:`attnexp.runs.convergence`).
     """
 
-    def __init__(self, output_dir: str, test: bool = True) -> None:
-        self.output_dir, self.test = Path(output_dir), test
+    def __init__(self, output_dir: str, test: bool = True, run: Settings | None = None) -> None:
+        self.output_dir, self.test, self.run = Path(output_dir), test, run
         self.started = time.perf_counter()
         self.fit_seconds, self.first_epoch = 0.0, 0
         self.samples, self.validated = 0, False
         self.outcome: dict[str, Any] = {"status": metrics_file.OK}
         self.record: dict[str, Any] = {}
+        self.history: list[list[float]] = []  # [epoch, value of the task's checkpoint metric] after each validation
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"monitor_history": self.history}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.history = [list(item) for item in state_dict.get("monitor_history", [])]
 
     def _write(self, trainer: pl.Trainer, status: str = metrics_file.OK, **extra: Any) -> None:
         self.record.update(metrics_file.final_metrics(trainer.callback_metrics))
@@ -67,9 +85,9 @@ class MetricsFileWriter(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.record:
             return
-        cfg, hydra = hydra_files(self.output_dir)
-        choices = {k: str(v) for k, v in (hydra.runtime.choices if hydra else {}).items() if not k.startswith("hydra")}
-        self.record = metrics_file.header(choices, cfg.get("seed") if cfg else None, params=sum(p.numel() for p in pl_module.parameters()))
+        run = self.run or Settings({}, {})
+        self.record = metrics_file.header(run.choices, run.config.get("seed"), params=sum(p.numel() for p in pl_module.parameters()))
+        self.record.update(run.record() if self.run else {}, **code_and_machine(trainer, pl_module))
         batch = getattr(trainer.datamodule, "batch_size", None)
         if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
             steps = int(getattr(pl_module, "accumulate_grad_batches", 1) or 1)
@@ -99,6 +117,18 @@ class MetricsFileWriter(pl.Callback):
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.validated = self.validated or not trainer.sanity_checking
 
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(pl_module.task.monitor)
+        if not trainer.sanity_checking and value is not None:  # logged by the module's epoch end, which runs first
+            epoch = trainer.current_epoch + 1
+            self.history = [item for item in self.history if item[0] < epoch] + [[epoch, float(value)]]
+
+    def budget(self, pl_module: pl.LightningModule) -> dict[str, Any]:
+        """The checkpoint metric's history and the verdict on the budget (:func:`convergence.judge`)."""
+        examples = self.record.get("examples", {}).get(pl_module.task.monitor.split("/")[0])
+        judged = convergence.judge(self.history, pl_module.task.monitor, pl_module.task.mode, examples)
+        return {"monitor_history": self.history, "still_improving": judged.pop("still_improving"), "convergence": judged}
+
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fit_seconds = time.perf_counter() - self.fit_started
         epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
@@ -109,6 +139,7 @@ class MetricsFileWriter(pl.Callback):
             seconds_per_epoch=round(self.fit_seconds / epochs, 3),
             train_samples_per_s=round(self.samples * trainer.world_size / max(self.fit_seconds, 1e-9), 1),  # ranks get equal shares
             **best_score(trainer),
+            **self.budget(pl_module),
             **({"status": metrics_file.TRAINED} if self.test else self.outcome),
         )
 

@@ -17,25 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import yaml
 from omegaconf import OmegaConf
 from pytorch_lightning.loggers import TensorBoardLogger
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
+from attnexp.callbacks.metrics_writer import code_and_machine
 from attnexp.mixers import is_mixer
-from attnexp.runs.folders import hydra_files
+from attnexp.runs.fingerprint import Settings
 
 # every run's HParams keys in column order, then the keys its command line sets
 CURATED = ("mixer", "seed", "data", "lr", "params", "net", "task", "width", "depth", "heads", "batch_size", "epochs")
 AS_TEXT = ("seed", "width", "depth", "heads", "batch_size", "epochs")  # whole numbers TensorBoard would show as 0.0000
 
 
-def curated_hparams(output_dir: Path, pl_module: pl.LightningModule) -> dict[str, Any]:
+def curated_hparams(run: Settings, pl_module: pl.LightningModule) -> dict[str, Any]:
     """The run's curated hyperparameters, plus the keys its command line sets (a sweep's varying keys)."""
-    cfg, hydra = hydra_files(output_dir)
-    if cfg is None or hydra is None:
-        return {}
-    choices = hydra.runtime.choices
+    cfg, choices = OmegaConf.create(run.config), run.choices
     mixers = [m for m in pl_module.net.modules() if is_mixer(m)]  # built-in or not (see attnexp.mixers.contract)
     values = {
         "mixer": choices.get("model"), "seed": cfg.get("seed"), "data": choices.get("data"),
@@ -45,12 +44,21 @@ def curated_hparams(output_dir: Path, pl_module: pl.LightningModule) -> dict[str
         "heads": getattr(mixers[0], "heads", 0) if mixers else 0,  # 0: the mixer has no heads
         "batch_size": OmegaConf.select(cfg, "data.batch_size"), "epochs": OmegaConf.select(cfg, "trainer.max_epochs"),
     }
-    excluded = set(hydra.job.config.override_dirname.exclude_keys)
-    for override in hydra.overrides.task:
+    for override in run.overrides:
         key, _, value = str(override).lstrip("+~").partition("=")
-        if key not in excluded and key not in ("model", "data", "net", "task", "seed"):
-            values[key] = OmegaConf.select(cfg, key, default=value)
+        if key not in ("model", "data", "net", "task", "seed"):
+            try:
+                values[key] = OmegaConf.select(cfg, key, default=value)
+            except Exception:  # a value recorded as written (a location): the override's words
+                values[key] = value
     return {k: str(v) if k in AS_TEXT and v is not None else hparam_value(v) for k, v in values.items()}
+
+
+def what_ran(run: Settings, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+    """The Text tab's ``config``: what metrics.json records of what ran (fingerprint, options, mixer sources, software,
+    device, the resolved config), as a Markdown code block of YAML."""
+    shown = {"fingerprint": run.fingerprint, "choices": run.choices, **code_and_machine(trainer, pl_module), "config": run.config}
+    return "".join(f"    {line}\n" for line in yaml.safe_dump(shown, sort_keys=False).splitlines())
 
 
 def hparam_value(value: Any) -> Any:
@@ -94,8 +102,8 @@ class TensorBoardHParams(pl.Callback):
     and session start after the first validation (the telemetry's metrics are known then) or when fit ends, whichever
     comes first; and the session end when the run is finished (after the test, or after fit when ``test`` is false)."""
 
-    def __init__(self, output_dir: str, test: bool = True) -> None:
-        self.output_dir, self.test = Path(output_dir), test
+    def __init__(self, output_dir: str, test: bool = True, run: Settings | None = None) -> None:
+        self.output_dir, self.test, self.run = Path(output_dir), test, run
         self.hparams: dict[str, Any] = {}
         self.started = False
 
@@ -103,13 +111,12 @@ class TensorBoardHParams(pl.Callback):
         return [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)] if trainer.is_global_zero else []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.hparams = curated_hparams(self.output_dir, pl_module)
-        config = self.output_dir / ".hydra" / "config.yaml"
+        if self.run is None:
+            return
+        self.hparams = curated_hparams(self.run, pl_module)
         for logger in self._loggers(trainer):
             logger.log_hyperparams(self.hparams)  # only kept for hparams.yaml: default_hp_metric is off
-            if config.exists():
-                text = "".join(f"    {line}\n" for line in config.read_text().splitlines())  # a Markdown code block
-                logger.experiment.add_text("config", text, global_step=0)
+            logger.experiment.add_text("config", what_ran(self.run, trainer, pl_module), global_step=0)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from attnexp.comparison.files import OUTPUTS, OverwriteError, write_all
 from attnexp.comparison.render import markdown
-from attnexp.comparison.tables import DEFAULT_TUNE, compare
-from attnexp.runs.folders import find_runs, left_out_notes
+from attnexp.comparison.summary import DEFAULT_TUNE, compare
+from attnexp.runs.naming import find_runs
+from attnexp.runs.records import left_out_notes
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
-        result = compare(runs, args.baseline, args.tune, args.columns, margin)
+        result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         write_all(result, out)
     except (ValueError, OverwriteError) as err:
         print(f"attnexp-compare: {err}", file=sys.stderr)

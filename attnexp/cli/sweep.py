@@ -17,10 +17,11 @@ from attnexp.cli import sweep_signals
 from attnexp.cli.sweep_checks import check_distinct_folders, check_launcher
 from attnexp.comparison.files import write_all
 from attnexp.comparison.render import markdown
-from attnexp.comparison.tables import DEFAULT_TUNE, compare
+from attnexp.comparison.summary import DEFAULT_TUNE, compare
 from attnexp.errors import EXIT_CODES
-from attnexp.runs import metrics_file
-from attnexp.runs.folders import Run, find_runs, left_out_notes
+from attnexp.runs import metrics_file, refusals
+from attnexp.runs.naming import find_runs
+from attnexp.runs.records import Run, left_out_notes
 
 log = logging.getLogger("attnexp")
 
@@ -61,12 +62,16 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_signals.shut_down_workers()
         sweep_dir = Path(config.hydra.sweep.dir)
-        runs = find_runs([sweep_dir])
+        runs, refused = find_runs([sweep_dir]), refusals.refused(sweep_dir)
         if stop_request.requested():
             report_stop(sweep_dir, runs, self.jobs)
-        if not runs:
+        if not runs and not refused:
             return
-        failed = [r for r in runs if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)]
+        failed = [f"{r.folder.relative_to(sweep_dir)} ({r.metrics['status'].replace('_', ' ')})" for r in runs
+                  if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)]
+        failed += [f"{r['folder']} (bad input, no folder kept)" for r in refused]
+        notes = [f"Left out: job {r['job']} (bad input: {str(r['error']).splitlines()[0][:200].rstrip('.')}); no run folder was kept."
+                 for r in refused]
         if any(r.comparable for r in runs):
             options = config.get("compare") or {}
             settings = (list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []), dict(options.get("margin") or {}))
@@ -81,15 +86,15 @@ class SweepCallback(Callback):
                 except ValueError:
                     pass
             if result is not None:
+                result.warnings.extend(notes)
                 write_all(result, sweep_dir)
                 text = markdown(result)
                 write_text_summary(sweep_dir, text)
                 print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
         else:
-            log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
+            log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join([*left_out_notes(runs), *notes]))
         if failed:
-            log.error(f"{len(failed)} of {len(runs)} jobs did not finish: " + ", ".join(
-                f"{r.folder.relative_to(sweep_dir)} ({r.metrics['status'].replace('_', ' ')})" for r in failed))
+            log.error(f"{len(failed)} of {len(runs) + len(refused)} jobs did not finish: " + ", ".join(failed))
             sys.exit(1)
 
 

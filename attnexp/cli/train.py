@@ -6,6 +6,7 @@ torch, Lightning and the project's modules are imported only once a run is about
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
@@ -18,14 +19,18 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import stop_request
-from attnexp.cli import report, search_path
-from attnexp.cli.cores import sweep_jobs, threads_per_job
+from attnexp.cli import failures, report, search_path
+from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
+from attnexp.cli.typos import check_composition, check_words
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
-from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input, root_cause
+from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import FolderTaken, check_new_folder, job_dirname, output_dir, resume_point, run_dirname
+from attnexp.runs.fingerprint import Settings, settings_of
+from attnexp.runs.folders import check_new_folder, job_dirname, output_dir, resume_point, run_dirname
+from attnexp.runs.provenance import mixer_sources
+from attnexp.runs.resume import check_same_settings, check_same_sources, fresh_start
 
 CONFIG_DIR = str(search_path.config_dir())
 search_path.register()  # the user's configs and modules (see attnexp.cli.search_path)
@@ -56,18 +61,21 @@ def network_options() -> list[tuple[str, str]]:
     return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((Path(CONFIG_DIR) / "net").glob("*.yaml"))]
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
-    """Run one experiment described by ``cfg``; return the final metrics."""
+def train(cfg: DictConfig, settings: Settings) -> dict[str, float]:
+    """Run one experiment described by ``cfg`` (``settings``: what it records of them); return the final metrics."""
     check_config(cfg)
     output_dir = Path(cfg.paths.output_dir)
     ckpt_path, resumed = cfg.get("ckpt_path"), False
     if cfg.get("resume"):
+        found = metrics_file.read(output_dir)
+        check_same_settings(output_dir, settings.config)
         action, last = resume_point(output_dir)
         if action == "done":
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
-            return metrics_file.read(output_dir)
+            return found
         ckpt_path, resumed = last or ckpt_path, last is not None
-        log.info(f"Resuming from {ckpt_path}." if ckpt_path else "Nothing to resume: starting fresh.")
+        fresh = "Nothing to resume: starting fresh." if found or is_multirun() else fresh_start(Path(cfg.paths.log_dir) / "runs", settings.config)
+        log.info(f"Resuming from {ckpt_path}." if ckpt_path else fresh)
     else:
         check_new_folder(output_dir)
 
@@ -91,10 +99,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule: pl.LightningDataModule = instantiate(cfg.data)
     net = build_net(cfg.net, datamodule.spec)
+    if resumed:
+        check_same_sources(output_dir, mixer_sources(net))
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)
-    callbacks: list[pl.Callback] = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    callbacks: list[pl.Callback] = [build_callback(c, settings) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
     callbacks.append(DeferredInterrupt())
@@ -113,23 +123,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
-def record_failure(cfg: DictConfig, err: BaseException) -> str:
-    """Make sure the run's metrics.json says how it ended; return that status. A record that another process wrote
-    (the run this one was to resume, a run already in the folder) is left as it was: nothing of this run is in it."""
-    output_dir = Path(cfg.paths.output_dir)
-    found = metrics_file.read(output_dir)
-    if isinstance(err, (KeyboardInterrupt, SystemExit)):
-        status, error = metrics_file.INTERRUPTED, report.INTERRUPTED
-    else:
-        status, error = (metrics_file.BAD_INPUT if is_bad_input(err) else metrics_file.FAILED), explain(err)
-    if found.get("status") == metrics_file.DIVERGED:
-        status = metrics_file.DIVERGED
-    if found.get("pid", os.getpid()) == os.getpid() and not isinstance(root_cause(err), FolderTaken):
-        written = {**metrics_file.header(HydraConfig.get().runtime.choices, cfg.get("seed")), **found, "status": status, "error": error}
-        metrics_file.write(output_dir, written)
-    return status
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
     """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
@@ -143,19 +136,20 @@ def main(cfg: DictConfig) -> Any:
         return float("nan")  # no record: resume=true starts this job
     if not multirun:
         log.info(f"Run folder: {report.shown(output_dir)}")
+    start = failures.Start.now(output_dir, run_settings(cfg))
     try:
-        metrics = train(cfg)
+        metrics = train(cfg, start.settings)
         for line in (report.result_line(output_dir) if multirun else report.run_report(output_dir)):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
         if is_out_of_memory(err):
             err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg))
-        status = record_failure(cfg, err)
+        status, kept = failures.record(cfg, err, start)
         if multirun and status == metrics_file.INTERRUPTED:
             log.info(report.result_line(output_dir)[0])
         else:
-            log.error(report.failure(status, err))
+            log.error(report.failure(status, err, kept))
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if multirun:
@@ -176,6 +170,37 @@ def meta_parameter_count(cfg: DictConfig) -> int | None:
         return None
 
 
+def build_callback(node: DictConfig, settings: Settings) -> Any:
+    """A callback of the config; one that takes ``run`` (the run's settings) is handed them besides its config."""
+    from hydra.utils import get_object, instantiate
+
+    target = node.get("_target_")
+    if target and "run" in inspect.signature(get_object(target)).parameters:
+        return instantiate(node, _partial_=True)(run=settings)  # as an object: instantiate would make it a config
+    return instantiate(node)
+
+
+def run_settings(cfg: DictConfig) -> Settings:
+    """The run's settings as its records keep them (:class:`Settings`): the options chosen, the resolved config, the
+    overrides that name it and, in a sweep of jobs side by side, how many share the cores."""
+    hydra = HydraConfig.get()
+    excluded = set(hydra.job.config.override_dirname.exclude_keys)
+    overrides = [str(o) for o in hydra.overrides.task if str(o).lstrip("+~").partition("=")[0] not in excluded]
+    return settings_of(cfg, hydra.runtime.choices, overrides, side_by_side())
+
+
+def side_by_side() -> int | None:
+    """In a sweep run by the joblib launcher, how many jobs run at once (None: one at a time, or not a sweep)."""
+    if not is_multirun():
+        return None
+    launcher = HydraConfig.get().launcher
+    if not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+        return None
+    n_jobs = int(launcher.n_jobs)
+    jobs = n_jobs if n_jobs > 0 else max(1, cores() + 1 + n_jobs)  # joblib's count for -1 (every core), -2, ...
+    return jobs if jobs > 1 else None
+
+
 def is_multirun() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
@@ -188,11 +213,24 @@ def parallel_threads() -> int | None:
     return threads_per_job(int(launcher.n_jobs)) if str(launcher.get("_target_", "")).endswith("JoblibLauncher") else None
 
 
+def quietly(check: Any, *args: Any) -> None:
+    """Run ``check`` without the warnings composing logs (the run that follows logs them once)."""
+    logger = logging.getLogger("attnexp")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        check(*args)
+    finally:
+        logger.setLevel(level)
+
+
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
     sys.argv[1:] = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
+        check_words(sys.argv[1:])
         check_override_syntax(sys.argv[1:])
+        quietly(check_composition, sys.argv[1:], CONFIG_DIR)
     except AttnexpError as err:
         print(err, file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None

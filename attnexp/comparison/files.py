@@ -7,12 +7,13 @@ import csv
 from pathlib import Path
 
 from attnexp.comparison import suite
+from attnexp.comparison.fairness import still_improving
 from attnexp.comparison.plots import PROFILE, knob_file, plot, plot_knob, plot_profile, plot_search, search_file
-from attnexp.comparison.render import latex, markdown
+from attnexp.comparison.render import grid_note, latex, markdown
 from attnexp.comparison.suite import seed_order
-from attnexp.comparison.tables import Comparison
+from attnexp.comparison.summary import Comparison
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import Run
+from attnexp.runs.records import Run
 
 OUTPUTS = ("summary.md", "summary.csv", "runs.csv", "summary.tex")
 MANIFEST = ".attnexp-summary"
@@ -69,19 +70,21 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def write_summary_csv(c: Comparison, path: Path) -> None:
     """One row per configuration (and per tuned configuration, marked in ``table``)."""
-    fields = ["table", "config", "tuned", "n", "runs"]
+    fields = ["table", "config", "tuned", "tuned_over", "n", "runs"]
     for m in c.metrics:
         fields += [f"{m} {k}" for k in ("mean", "std", "ci_low", "ci_high", "missing", "diff", "diff_low", "diff_high", "test",
                                          "unpaired", "p", "p_adjusted", "margin", "p_equivalent", "p_equivalent_adjusted",
                                          "seeds_to_decide", "verdict")]
-    fields += ["params", "seconds_per_epoch", "status"]
+    fields += ["params", "seconds_per_epoch", "parallel_jobs", "still_improving", "status"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for table, rows in (("all", c.rows), ("tuned", c.tuned)):
             for row in rows:
-                out = {"table": table, "config": row.config, "tuned": row.tuned, "n": len(row.ok), "runs": len(row.runs),
-                       "params": row.params, "seconds_per_epoch": row.mean_of("seconds_per_epoch"), "status": row.status}
+                out = {"table": table, "config": row.config, "tuned": row.tuned, "tuned_over": grid_note(row), "n": len(row.ok),
+                       "runs": len(row.runs), "params": row.params, "seconds_per_epoch": row.mean_of("seconds_per_epoch"),
+                       "parallel_jobs": max((int(r.metrics.get("parallel_jobs") or 1) for r in row.ok), default=1),
+                       "still_improving": still_improving(row), "status": row.status}
                 for m in c.metrics:
                     s, d = row.spreads[m], row.diffs.get(m)
                     out.update({f"{m} mean": s.mean, f"{m} std": s.std, f"{m} ci_low": s.low, f"{m} ci_high": s.high,
@@ -98,7 +101,8 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
 def write_runs_csv(runs: list[Run], path: Path) -> None:
     """One row per run: its configuration, seed, folder, status and every final metric of its metrics.json."""
     metrics = sorted({k for r in runs for k in metrics_file.final_metrics({k: v for k, v in r.metrics.items() if isinstance(v, (int, float))})})
-    fields = ["config", "seed", "folder", "status", "mixer", "data", "path", "params", "epochs", "seconds_per_epoch", *metrics]
+    fields = ["config", "seed", "folder", "status", "mixer", "data", "path", "params", "epochs", "seconds_per_epoch",
+              "parallel_jobs", "still_improving", "fingerprint", *metrics]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

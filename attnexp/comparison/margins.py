@@ -6,17 +6,8 @@ import math
 from collections.abc import Mapping
 
 from attnexp.comparison.stats import UNBOUNDED
-from attnexp.runs.folders import Run
-
-FRACTIONS = ("acc", "seq_acc", "exact")  # metric names (after the split) that are shares of examples: within [0, 1]
-UNKNOWN_EXAMPLES_MARGIN = 0.01  # an accuracy's margin where the runs do not record their evaluated examples
-RELATIVE_MARGIN = 0.01  # other metrics with a better direction (loss, perplexity): 1% of the baseline's mean
-
-
-def is_fraction(metric: str) -> bool:
-    """Accuracies and other shares: ``test/acc``, ``val/acc_best``, ``test/acc@len=8``, ``test/seq_acc``, ``test/exact``."""
-    name = metric.split("/", 1)[-1]
-    return name.split("@")[0].removesuffix("_best") in FRACTIONS
+from attnexp.runs.records import Run
+from attnexp.runs.resolution import is_fraction, margin_at
 
 
 def bounds(metric: str) -> tuple[float, float]:
@@ -40,12 +31,6 @@ def margin(metric: str, mode: str, baseline_runs: list[Run], baseline_mean: floa
     Another metric with a better direction: 1% of the baseline's mean. None (nan) for a metric with no direction."""
     if metric in given:
         return float(given[metric]), "given"
-    if is_fraction(metric):
-        n = examples(baseline_runs, metric)
-        if n is None:
-            return UNKNOWN_EXAMPLES_MARGIN, "default for unrecorded examples"
-        p = min(max(baseline_mean, 0.0), 1.0) if math.isfinite(baseline_mean) else 0.5
-        return max(math.sqrt(p * (1 - p) / n), 1 / n), f"1 SE at {n} examples"
-    if mode and math.isfinite(baseline_mean) and baseline_mean != 0:
-        return RELATIVE_MARGIN * abs(baseline_mean), "1% of the baseline"
+    if is_fraction(metric) or mode:
+        return margin_at(metric, baseline_mean, examples(baseline_runs, metric))
     return math.nan, "none"

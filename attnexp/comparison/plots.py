@@ -9,10 +9,11 @@ import statistics
 from pathlib import Path
 
 from attnexp.comparison import suite
-from attnexp.comparison.margins import is_fraction
 from attnexp.comparison.search import Search, rounded
 from attnexp.comparison.suite import seed_order
-from attnexp.comparison.tables import Comparison, Row
+from attnexp.comparison.summary import Comparison
+from attnexp.comparison.tables import Row
+from attnexp.runs.resolution import is_fraction
 
 PROFILE = "performance_profile.png"
 

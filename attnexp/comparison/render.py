@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 
 from attnexp.comparison.chance import CHANCE_RULE
+from attnexp.comparison.fairness import still_improving
 from attnexp.comparison.search import Search, rounded
 from attnexp.comparison.stats import Difference, Spread
 from attnexp.comparison.suite import REPS, Estimate, Suite, seed_order
-from attnexp.comparison.tables import Comparison, Row
+from attnexp.comparison.summary import Comparison
+from attnexp.comparison.tables import Row
 
 DIGITS = 4  # decimals of every value in every table
 
@@ -64,11 +66,17 @@ def test_note(diff: Difference) -> str:
     return f"{diff.p:.3g} ({diff.test}{unpaired})"
 
 
+def grid_note(row: Row) -> str:
+    """The values a tuned row's setting was picked from: ``module.optimizer.lr in {0.001, 0.003}``."""
+    return "; ".join(f"{k} in {{{', '.join(v)}}}" for k, v in row.grid.items())
+
+
 def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "config") -> str:
     """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline with the
-    raw and Holm-adjusted p and the verdict."""
-    lines = [f"| {label} | n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | p (test) | adjusted p | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    raw and Holm-adjusted p and the verdict (in the tuned table, after the grid each row was tuned over)."""
+    tuned = any(row.grid for row in rows)
+    lines = [f"| {label} |{' tuned over |' if tuned else ''} n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | "
+             "p (test) | adjusted p | verdict |", "|---" * (10 + tuned) + "|"]
     for row in rows:
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (fmt(s.std), f"[{fmt(s.low)}, {fmt(s.high)}]")
@@ -83,7 +91,7 @@ def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "conf
             adjusted = "-" if math.isnan(diff.p_adjusted) else f"{diff.p_adjusted:.3g}"
         name = row.config + (f" ({row.tuned})" if row.tuned else "")
         seeds = ", ".join(fmt(values[k]) for k in sorted(values, key=seed_order)) or "-"
-        cells = [name, seeds_note(row, metric), seeds, fmt(s.mean), std, ci, delta, p, adjusted, word]
+        cells = [name, *([grid_note(row)] if tuned else []), seeds_note(row, metric), seeds, fmt(s.mean), std, ci, delta, p, adjusted, word]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -139,44 +147,74 @@ def search_markdown(s: Search) -> str:
     return text
 
 
+def role(c: Comparison, metric: str) -> str:
+    """``primary`` for the first metric the task names, ``secondary`` for its others, ``added`` for ``columns``."""
+    mode = c.metrics[metric]
+    better = f"{'higher' if mode == 'max' else 'lower'} is better" if mode else "no better direction"
+    kind = "added" if not mode else "primary" if metric == c.primary else "secondary"
+    return f"{kind}; {better}"
+
+
+def headline(c: Comparison) -> str:
+    """The primary metric's verdicts, one per compared configuration."""
+    said = [f"{row.config} vs {row.baseline}: {row.verdicts[c.primary]}" for row in c.rows if c.primary in row.verdicts]
+    return f"**Primary metric {c.primary}.** " + ("; ".join(said) + "." if said else "No configuration was compared.")
+
+
 def markdown(c: Comparison) -> str:
-    """The summary as Markdown: a table per metric, the data x mixers table, the runs, the tuned table, the search
-    and the warnings."""
+    """The summary as Markdown: the primary metric's verdicts, a table per metric (the primary first), the data x
+    mixers table, the runs, the tuned table, the search and the warnings."""
     seeds = sorted({r.seed for r in c.runs}, key=seed_order)
     margins = "; ".join(f"{m}: {', '.join(sources)}" for m, sources in c.margins.items())
     parts = [] if not c.rows else [
+        headline(c),
         f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
         f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
         "within [0, 1]). Differences are paired by seed (paired t) on the seeds both configurations have, Welch's t "
         "when they share fewer than 2; the sign test where every paired difference is the same (it has no interval). "
-        "p-values are adjusted over each table's comparisons of one metric (Holm). Verdicts: better or worse when "
+        f"The primary metric ({c.primary}) answers the comparison; the others are secondary, reported in support. "
+        "p-values are adjusted over each table's comparisons of one metric (Holm): the primary metric's comparisons "
+        "are the family the verdicts above rest on. Verdicts: better or worse when "
         "the adjusted p is below 0.05 and the difference exceeds the margin; equivalent when two one-sided tests put "
         "it within ±margin (adjusted p below 0.05); inconclusive otherwise, with the seeds that would decide at the "
-        f"observed spread (power 0.8). Margins: {margins or 'none'}. A value that is not a finite number is "
+        "observed spread (power 0.8). A verdict from fewer than 3 seeds, or resting on runs still improving at their "
+        "last epoch, says so; configurations trained with different budgets (or tuned over different grids) are not "
+        f"compared. Margins: {margins or 'none'}. A value that is not a finite number is "
         "missing: named after n, left out of the statistics."]
-    for metric, mode in c.metrics.items():
+    for metric in c.metrics:
         if not c.rows:
             break
-        better = f"{'higher' if mode == 'max' else 'lower'} is better" if mode else "no better direction"
-        parts.append(f"### {metric} ({better})\n\n" + metric_table(c.rows, metric, c.baseline))
+        parts.append(f"### {metric} ({role(c, metric)})\n\n" + metric_table(c.rows, metric, c.baseline))
     if c.suite:
         parts.append(suite_markdown(c.suite))
     if c.search:
         parts.append(search_markdown(c.search))
-    lines = ["| config | runs ok | params | s/epoch | samples/s | status |", "|---|---|---|---|---|---|"]
+    lines = ["| config | runs ok | params | s/epoch | samples/s | still improving | status |", "|---|---|---|---|---|---|---|"]
     for row in c.rows:
         per_s = row.mean_of("train_samples_per_s")
         per_epoch = row.mean_of("seconds_per_epoch")
-        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {'-' if math.isnan(per_epoch) else f'{per_epoch:.2f}'} "
-                     f"| {'-' if math.isnan(per_s) else round(per_s)} | {row.status.replace('|', '/')} |")
+        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {'-' if math.isnan(per_epoch) else f'{per_epoch:.2f}'}"
+                     f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} | {still_improving(row)} | {row.status.replace('|', '/')} |")
     if c.rows:
-        parts.append("### Runs\n\n" + "\n".join(lines))
+        parts.append("### Runs\n\n" + "\n".join(lines) + "\n\n" + RUNS_NOTE)
     if c.tuned:
-        tables = [f"#### {m}\n\n" + metric_table(c.tuned, m, c.tuned_baseline) for m in c.metrics]
+        tables = [f"#### {m} ({role(c, m)})\n\n" + metric_table(c.tuned, m, c.tuned_baseline) for m in c.metrics]
         parts.append(f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables))
     if c.warnings:
         parts.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in c.warnings))
     return "\n\n".join(parts) + "\n"
+
+
+RUNS_NOTE = ("s/epoch and samples/s are wall-clock means; \"side by side\" marks runs of a sweep whose jobs ran at once "
+             "on shared cores, slower than alone and not comparable with runs that had the machine to themselves. "
+             "Still improving: runs whose checkpoint metric was still rising at their last epoch (best at the last "
+             "validation, and more than its margin above the best before the last quarter of the epochs).")
+
+
+def side_by_side(row: Row) -> str:
+    """`` (side by side: 2 jobs)`` where the row's runs shared the cores with other jobs of their sweep."""
+    jobs = max((int(r.metrics.get("parallel_jobs") or 1) for r in row.ok), default=1)
+    return f" (side by side: {jobs} jobs)" if jobs > 1 else ""
 
 
 def tabular(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnexp.comparison.chance import at_chance, chance
-from attnexp.comparison.margins import bounds, is_fraction
+from attnexp.comparison.margins import bounds
 from attnexp.comparison.stats import LEVEL, Spread, spread
-from attnexp.runs.folders import Run
+from attnexp.runs.records import Run
+from attnexp.runs.resolution import is_fraction
 
 NOT_KNOBS = ("seed", "model", "data")
 REPS = 2000  # bootstrap replications of every aggregate's interval

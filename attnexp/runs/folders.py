@@ -1,5 +1,4 @@
-"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one), and the
-finished runs under some folders, named by the overrides that differ between them."""
+"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one)."""
 
 from __future__ import annotations
 
@@ -7,20 +6,14 @@ import hashlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.errors import AttnexpError
 from attnexp.runs import metrics_file
-
-
-def _comparable(overrides: Any) -> list[str]:
-    return sorted(o for o in overrides if not str(o).lstrip("+~").startswith("resume="))
+from attnexp.runs.resume import comparable_overrides, matching_run
 
 
 def check_writable(root: str) -> None:
@@ -46,25 +39,21 @@ def check_writable(root: str) -> None:
 def output_dir(resume: Any, root: str, new_dir: str, kind: str, *, _root_: Any) -> str:
     """Resolver for ``hydra.run.dir`` / ``hydra.sweep.dir``.
 
-    Checks that ``root`` is writable. Without ``resume`` it returns ``new_dir``. With it, the newest folder under
-    ``root`` made by the same command-line overrides (``resume`` aside): a run
-    folder (``.hydra/overrides.yaml``) or a sweep folder (``multirun.yaml``).
-    A sweep resolves its folder once, at its start (:class:`attnexp.cli.sweep.SweepCallback`).
+    Checks that ``root`` is writable. Without ``resume`` it returns ``new_dir``. With it, a run continues the newest
+    run folder under ``root`` with the same settings and seed (:func:`attnexp.runs.resume.matching_run`), a sweep the
+    newest sweep folder (``multirun.yaml``) made by the same command-line overrides, those that cannot change the
+    method aside. A sweep resolves its folder once, at its start (:class:`attnexp.cli.sweep.SweepCallback`).
     """
     check_writable(root)
     if str(resume).lower() not in ("true", "1"):
         return new_dir
-    wanted = _comparable(_root_.hydra.overrides.task)
-    pattern = "multirun.yaml" if kind == "sweep" else "overrides.yaml"
+    if kind == "run":
+        return matching_run(root, _root_, _root_.hydra.overrides.task) or new_dir
+    wanted = comparable_overrides(_root_.hydra.overrides.task)
     candidates = []
-    for path in Path(root).rglob(pattern):
-        if kind == "run" and path.parent.name != ".hydra":
-            continue
-        loaded = OmegaConf.load(path)
-        overrides = loaded.hydra.overrides.task if kind == "sweep" else loaded
-        if _comparable(overrides) == wanted:
-            folder = path.parent if kind == "sweep" else path.parent.parent
-            candidates.append((path.stat().st_mtime, str(folder)))
+    for path in Path(root).rglob("multirun.yaml"):
+        if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted:
+            candidates.append((path.stat().st_mtime, str(path.parent)))
     return max(candidates)[1] if candidates else new_dir
 
 
@@ -144,57 +133,3 @@ def resume_point(output_dir: str | Path) -> tuple[str, str | None]:
         )
     last = output_dir / "checkpoints" / "last.ckpt"
     return ("continue", str(last)) if last.exists() else ("fresh", None)
-
-
-@dataclass
-class Run:
-    """One run folder's record (its status as it stands now: see :func:`metrics_file.current_status`) and the
-    settings that name it."""
-
-    folder: Path
-    settings: dict[str, str]  # key -> value of the overrides that vary between the runs found (seed included)
-    metrics: dict
-
-    @property
-    def seed(self) -> str:
-        return self.settings.get("seed", str(self.metrics.get("seed")))
-
-    @property
-    def ok(self) -> bool:
-        return self.metrics.get("status") == metrics_file.OK
-
-    @property
-    def comparable(self) -> bool:
-        return metrics_file.comparable(str(self.metrics.get("status")))
-
-    def config(self, leave_out: Sequence[str] = ()) -> str:
-        """The configuration's name: its varying settings, the mixer first, seed (and ``leave_out``) aside."""
-        keys = sorted((k for k in self.settings if k not in ("seed", *leave_out)), key=lambda k: (k != "model", k))
-        return ",".join(f"{k}={self.settings[k]}" for k in keys) or "all runs"
-
-
-def find_runs(paths: Sequence[str | Path], ignore: Sequence[str] = ()) -> list[Run]:
-    """Every run folder (holding metrics.json) under ``paths``, named by the overrides that differ between the
-    comparable ones (a run stopped by bad input, or that trained nothing, names nothing). Overrides in ``ignore``
-    name nothing: runs that differ only there are seeds of one configuration (budgets matched run by run)."""
-    found = []
-    for root in paths:
-        for folder in sorted(p.parent for p in Path(root).rglob(metrics_file.FILE)):
-            overrides_file = folder / ".hydra" / "overrides.yaml"
-            overrides = yaml.safe_load(overrides_file.read_text()) if overrides_file.exists() else []
-            record = metrics_file.read(folder)
-            metrics = {**record, "status": metrics_file.current_status(record, folder)}
-            settings = {"model": metrics_file.mixer(metrics), "data": str(metrics.get("data"))}
-            settings.update(o.lstrip("+~").split("=", 1) for o in overrides or [] if "=" in o)
-            found.append((folder, settings, metrics))
-    named = [s for _, s, m in found if metrics_file.comparable(m["status"])] or [s for _, s, _ in found]
-    keys = sorted({k for s in named for k in s} - {"resume", *ignore})
-    varying = [k for k in keys if len({s.get(k) for s in named}) > 1 and k != "seed"] or ["model"]
-    return [Run(folder, {k: s[k] for k in [*varying, "seed"] if k in s}, m) for folder, s, m in found]
-
-
-def left_out_notes(runs: Sequence[Run]) -> list[str]:
-    """A line for each run a comparison leaves out (bad input, trained or validated nothing), saying why."""
-    return [f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
-            + (f": {str(run.metrics['error']).splitlines()[0][:200].rstrip('.')}" if run.metrics.get("error") else "") + ")."
-            for run in runs if not run.comparable]

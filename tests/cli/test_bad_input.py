@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from helpers import fake_mnist, read_metrics, run_dirs
+from helpers import fake_mnist, run_dirs
 
 # (overrides, words the message must contain, exit status)
 CASES = {
-    "unknown variant": (["model=softermax"], ["Could not find 'model/softermax'", "dot", "euclid", "l2", "cosine", "mlp"], 1),
-    "unknown dataset": (["data=imagenet"], ["Could not find 'data/imagenet'", "digits", "mnist"], 1),
-    "unknown trainer": (["trainer=tpu"], ["Could not find 'trainer/tpu'", "cpu", "gpu"], 1),
+    "unknown variant": (["model=softermax"], ["model=softermax names no option of the config group model", "dot", "euclid", "l2", "cosine", "mlp"], 2),
+    "unknown dataset": (["data=imagenet"], ["data=imagenet names no option of the config group data", "digits", "mnist"], 2),
+    "unknown trainer": (["trainer=tpu"], ["trainer=tpu names no option of the config group trainer", "cpu", "gpu"], 2),
+    "mistyped option": (["data=mnst"], ["Did you mean data=mnist?"], 2),
+    "mistyped key": (["trainer.max_epoch=3"], ["Did you mean trainer.max_epochs?"], 2),
+    "list split by a space": (["model=dot,", "euclid"], ["'model=dot, euclid' is one list split by a space", "write model=dot,euclid"], 2),
     "dim not divisible by heads": (["model.heads=3"], ["dim=4 is not divisible by heads=3", "[1, 2, 4]"], 2),
     "patch size": (["data.patch_size=3"], ["patch_size=3 does not divide", "Allowed: [1, 2, 4, 8]"], 2),
     "zero lr": (["module.optimizer.lr=0"], ["module.optimizer.lr=0 is not allowed", "positive number"], 2),
@@ -50,9 +53,8 @@ def test_bad_input_is_explained(cli, case):
     assert proc.returncode == status, output[-2000:]
     for word in words:
         assert word in output, (word, output[-2000:])
-    assert "Traceback" not in output
-    for run in run_dirs(root / "outputs"):  # a folder that was made says the run stopped on bad input
-        assert read_metrics(run)["status"] == "bad_input"
+    assert "Traceback" not in output and "To append to your config" not in output and "model='dot,'" not in output
+    assert not [p for p in (root / "outputs").rglob("*") if p.is_file()]  # no run folder left behind, nothing in one
 
 
 def test_missing_mnist_offline(cli, tmp_path):
@@ -60,8 +62,8 @@ def test_missing_mnist_offline(cli, tmp_path):
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert f"{tmp_path}/nothing/MNIST/raw" in output and "ATTNEXP_DATA_DIR" in output
-    (run,) = run_dirs(root / "outputs")
-    assert read_metrics(run)["status"] == "bad_input" and "Could not load MNIST" in read_metrics(run)["error"]
+    assert "Could not load MNIST" in output and "Its run folder was removed" in output
+    assert not run_dirs(root / "outputs") and not [p for p in (root / "outputs" / "runs").rglob("*") if p.is_dir()]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "magic"])

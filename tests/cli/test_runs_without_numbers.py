@@ -35,14 +35,20 @@ def test_runs_that_trained_or_validated_nothing_say_so_and_are_left_out(cli, cap
 
 
 def test_a_run_stopped_by_bad_input_is_no_comparison_row(cli, capsys):
-    """Its overrides name no configuration either: the runs that trained are compared as if it were not there."""
+    """It leaves no run folder; a folder an earlier version left for one names no configuration either: the runs that
+    trained are compared as if it were not there."""
     from attnexp.cli.compare import main as compare
+    from attnexp.runs import metrics_file
 
     root, _ = cli("trainer.max_epochs=1", QUIET)
     _, bad = cli("trainer.max_epochs=0", QUIET, check=False)
     assert bad.returncode == 2 and "Bad input: trainer.max_epochs=0 is not allowed" in bad.stderr
-    statuses = sorted(read_metrics(run)["status"] for run in run_dirs(root / "outputs"))
-    assert statuses == ["bad_input", "ok"]
+    assert [read_metrics(run)["status"] for run in run_dirs(root / "outputs")] == ["ok"]
+    left = root / "outputs" / "runs" / "earlier_bad_input"
+    (left / ".hydra").mkdir(parents=True)
+    (left / ".hydra" / "overrides.yaml").write_text("- trainer.max_epochs=0\n")
+    metrics_file.write(left, {"status": "bad_input", "mixer": "dot", "data": "digits", "seed": 0,
+                              "error": "trainer.max_epochs=0 is not allowed: a positive integer."})
     capsys.readouterr()
     assert compare([str(root / "outputs"), "--out", str(root / "cmp")]) == 0
     text = capsys.readouterr().out

@@ -21,17 +21,18 @@ def sweep_dir(root):
 
 
 def test_failing_job_is_recorded_and_others_run(cli):
-    """A job stopped by bad input is recorded so, and left out of the summary with a note (finding 4)."""
+    """A job stopped by bad input leaves no run folder; the summary names it, and the others run."""
     root, proc = cli("--multirun", "model.heads=1,3", "trainer.max_epochs=1", QUIET, check=False)
     assert proc.returncode == 1
     sweep = sweep_dir(root)
     status = {p.relative_to(sweep).as_posix(): read_metrics(p)["status"] for p in run_dirs(sweep)}
-    assert status == {"model.heads=1": "ok", "model.heads=3": "bad_input"}  # the fixed overrides are not in the names
+    assert status == {"model.heads=1": "ok"} and not (sweep / "model.heads=3").exists()  # the fixed overrides are not in the names
     rows = [r for r in csv.DictReader((sweep / "summary.csv").open()) if r["table"] == "all"]
     assert [(r["config"], r["status"], r["n"]) for r in rows] == [("model=dot", "ok", "1")]  # the bad job is no row
     summary = (sweep / "summary.md").read_text()
-    assert f"Left out: {sweep.relative_to(root) / 'model.heads=3'} (bad input: dim=4 is not divisible by heads=3" in summary
+    assert "Left out: job #1 (model.heads=3) (bad input: dim=4 is not divisible by heads=3" in summary
     assert "Bad input in job #1 (model.heads=3): dim=4 is not divisible by heads=3" in proc.stderr
+    assert "model.heads=3 (bad input, no folder kept)" in proc.stderr
 
 
 def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):

@@ -41,7 +41,7 @@ def test_files_tables_and_a_clear_verdict(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "### test/acc (higher is better)" in text and "Baseline: model=dot" in text
+    assert "### test/acc (primary; higher is better)" in text and "Baseline: model=dot" in text
     euclid = next(line for line in text.splitlines() if line.startswith("| model=euclid | 3 |"))
     assert "0.8500, 0.8640, 0.8700" in euclid and "+0.0513 [+0.0456, +0.0571]" in euclid
     assert re.search(r"\| 0\.00[0-9]+ \(paired t\) \| 0\.00[0-9]+ \| better \|$", euclid), euclid
@@ -75,7 +75,8 @@ def test_tuned_table_picks_each_configuration_at_its_best_rate(tmp_path, capsys)
     sweep(tmp_path / "runs", lrs=(1e-3, 1e-2), score=lambda model, lr, seed: 0.9 if lr == best[model] else 0.6 + 0.01 * seed)
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp"), "--baseline", "model=dot"]) == 0
     tuned = capsys.readouterr().out.split("### Each configuration at its best module.optimizer.lr")[1]
-    assert "| model=dot (module.optimizer.lr=0.001) | 3 |" in tuned and "| model=euclid (module.optimizer.lr=0.01) | 3 |" in tuned
+    grid = "module.optimizer.lr in {0.001, 0.01}"  # each row shows the grid its rate was picked from
+    assert f"| model=dot (module.optimizer.lr=0.001) | {grid} | 3 |" in tuned and f"| model=euclid (module.optimizer.lr=0.01) | {grid} | 3 |" in tuned
     rows = [r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open()) if r["table"] == "tuned"]
     assert {r["config"]: r["tuned"] for r in rows} == {"model=dot": "module.optimizer.lr=0.001", "model=euclid": "module.optimizer.lr=0.01"}
 

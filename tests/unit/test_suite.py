@@ -13,8 +13,8 @@ from scipy import stats as sp
 from attnexp.cli.compare import main
 from attnexp.comparison import suite as suite_module
 from attnexp.comparison.suite import knobs
-from attnexp.comparison.tables import compare
-from attnexp.runs.folders import find_runs
+from attnexp.comparison.summary import compare
+from attnexp.runs.naming import find_runs
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
 

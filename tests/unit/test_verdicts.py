@@ -16,8 +16,8 @@ from statsmodels.stats.multitest import multipletests
 from attnexp.cli.compare import main
 from attnexp.comparison import plots
 from attnexp.comparison.stats import difference, spread
-from attnexp.comparison.tables import compare
-from attnexp.runs.folders import find_runs
+from attnexp.comparison.summary import compare
+from attnexp.runs.naming import find_runs
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"], ["test/loss", "min"]]
 

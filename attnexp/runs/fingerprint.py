@@ -1,0 +1,163 @@
+"""A run's settings as comparisons and ``resume=true`` see them: the composed config resolved, the keys that cannot
+change what is computed left out, and a fingerprint (a hash) of the rest.
+
+Two runs with the same fingerprint ran the same settings, however they were typed: an override equal to the
+default is the default, and an option that only says where files go, how much is printed or how fast it runs
+(:data:`NOT_METHOD`) does not count. Reads the config only: no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+# Keys (and the nodes under them) that cannot change what a run computes, left out of the fingerprint.
+NOT_METHOD = (
+    "seed",  # the replicate: runs of one configuration differ by it
+    "threads", "resume", "test", "compare", "optimized_metric",  # speed, continuing, testing, summaries, searches
+    "paths", "logger",  # where files go, what is written
+    "callbacks.progress_bar", "callbacks.epoch_lines", "callbacks.metrics_file", "callbacks.tensorboard_hparams",
+    "callbacks.telemetry", "callbacks.figures", "callbacks.checkpoint.dirpath", "callbacks.checkpoint.filename",
+    "callbacks.checkpoint.auto_insert_metric_name", "callbacks.checkpoint.save_last",  # attnexp's own: what is shown
+    "trainer.default_root_dir", "trainer.accelerator", "trainer.deterministic", "trainer.enable_progress_bar",
+    "trainer.enable_model_summary", "trainer.enable_checkpointing", "trainer.log_every_n_steps",
+    "trainer.num_sanity_val_steps",  # where it runs (recorded as the device), what is shown
+    "module.steps_per_call", "module.compile", "module.log_every_n_steps", "module.divergence_check_every",  # speed
+    "data.root", "data.download", "data.eval_batch_size", "data.num_workers",  # where data lives, evaluation batching
+    "task.num_attention", "task.num_predictions", "task.max_tokens", "task.top_k", "task.num_examples",  # figures
+)
+BUDGET = ("trainer.max_epochs", "trainer.max_steps", "trainer.max_time", "trainer.limit_train_batches")
+REFERENCE = re.compile(r"\$\{([^${}]*)\}")
+DIGITS = 12  # hex digits of a fingerprint
+
+
+def left_out(key: str, keys: Iterable[str]) -> bool:
+    """Whether ``key`` is one of ``keys`` or lies under one of them (``paths.log_dir`` under ``paths``)."""
+    return any(key == k or key.startswith(f"{k}.") for k in keys)
+
+
+def config_record(cfg: DictConfig, leave_out: Iterable[str] = ()) -> dict[str, Any]:
+    """``cfg`` as plain values, resolved, keys in ``leave_out`` (and Hydra's node) dropped. A value that points at a whole node
+    (``net.mixer: ${model}``), or a setting's value that points at a location (``${paths.data_dir}/input.txt``),
+    stays as written: the node is recorded where it lives, and a location is no setting. A value that cannot be
+    resolved stays as written too."""
+    skipped = (*leave_out, "hydra")  # Hydra's own node, where a config has it, is no setting of the run
+    return walk(cfg, OmegaConf.to_container(cfg, resolve=False), "", skipped)
+
+
+def walk(cfg: DictConfig, raw: Any, where: str, skipped: tuple[str, ...]) -> Any:
+    if isinstance(raw, dict):
+        found = {}
+        for key, value in raw.items():
+            full = f"{where}.{key}" if where else str(key)
+            if not left_out(full, skipped):
+                found[str(key)] = walk(cfg, value, full, skipped)
+        return found
+    if isinstance(raw, list):
+        if not any(isinstance(v, str) and "${" in v for v in raw):
+            return [walk(cfg, v, f"{where}.{i}", skipped) for i, v in enumerate(raw)]
+        return resolved(cfg, where, str(raw))
+    if isinstance(raw, str) and "${" in raw:
+        setting = not left_out(where, NOT_METHOD)  # locations are kept as written in settings only
+        return raw if kept_as_written(cfg, raw, setting) else resolved(cfg, where, raw)
+    return raw
+
+
+def kept_as_written(cfg: DictConfig, text: str, setting: bool = True) -> bool:
+    """An interpolation that is one reference to a whole node, or, in a ``setting`` (a key that can change the
+    method), one that names a location (``paths``, Hydra's runtime)."""
+    references = REFERENCE.findall(text)
+    named = [arg.strip() for ref in references for arg in re.split(r"[:,]", ref)]
+    located = any(ref.startswith("hydra:") for ref in references) or any(left_out(n, ("paths", "hydra")) for n in named)
+    if setting and located:
+        return True
+    whole = re.fullmatch(r"\$\{([\w.]+)\}", text)
+    return bool(whole) and isinstance(OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig))
+
+
+def resolved(cfg: DictConfig, key: str, raw: str) -> Any:
+    try:
+        value = OmegaConf.select(cfg, key, throw_on_missing=True)
+    except Exception:  # an interpolation that cannot be resolved here: recorded as written
+        return raw
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
+    """A recorded config (:func:`config_record`) without the keys that cannot change the method, nor ``ignore``."""
+    skipped = (*NOT_METHOD, *ignore)
+
+    def keep(node: Any, where: str) -> Any:
+        if not isinstance(node, Mapping):
+            return node
+        return {k: keep(v, f"{where}.{k}" if where else k) for k, v in node.items()
+                if not left_out(f"{where}.{k}" if where else k, skipped)}
+
+    return keep(config, "")
+
+
+def fingerprint(settings: Mapping[str, Any]) -> str:
+    """A hash of settings (:func:`method`): equal settings, equal fingerprint, on any machine."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:DIGITS]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run was asked to run, known before anything is built: the config-group options (``model: dot``), the
+    resolved config and its fingerprint; the overrides that name the run (HParams columns); and how many sweep jobs
+    shared the machine's cores (None: the run had them alone)."""
+
+    choices: dict[str, str]
+    config: dict[str, Any]
+    overrides: list[str] = field(default_factory=list)
+    parallel_jobs: int | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(method(self.config))
+
+    def record(self) -> dict[str, Any]:
+        """The fields ``metrics.json`` holds of them."""
+        found = {"choices": self.choices, "config": self.config, "fingerprint": self.fingerprint,
+                 "fingerprint_leaves_out": list(NOT_METHOD)}
+        return found | ({"parallel_jobs": self.parallel_jobs} if self.parallel_jobs else {})
+
+
+def settings_of(cfg: DictConfig, choices: Mapping[str, Any], overrides: Iterable[str] = (),
+                parallel_jobs: int | None = None) -> Settings:
+    """:class:`Settings` of a composed config; ``choices``: Hydra's ``runtime.choices`` (Hydra's own groups left out,
+    an unchosen group as ``null``)."""
+    chosen = {str(g): "null" if o is None else str(o) for g, o in choices.items() if not str(g).startswith("hydra")}
+    return Settings(chosen, config_record(cfg), list(overrides), parallel_jobs)
+
+
+def flat(node: Any, where: str = "") -> dict[str, str]:
+    """Nested settings as ``{"module.optimizer.lr": "0.003"}``; each value written as in an override."""
+    if isinstance(node, Mapping) and node:
+        found: dict[str, str] = {}
+        for key, value in node.items():
+            found.update(flat(value, f"{where}.{key}" if where else str(key)))
+        return found
+    return {where: shown(node)} if where else {}
+
+
+def shown(value: Any) -> str:
+    """A value as an override writes it: ``0.003``, ``true``, ``null``, ``[8, 16]``, ``auto``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return repr(value)
+    return json.dumps(value)
+
+
+def differences(here: Mapping[str, str], there: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Keys whose values differ between two flat settings: ``key -> (here, there)``, ``absent`` where one has none."""
+    return {k: (here.get(k, "absent"), there.get(k, "absent")) for k in sorted(set(here) | set(there))
+            if here.get(k) != there.get(k)}
