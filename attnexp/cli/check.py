@@ -26,14 +26,13 @@ def report(cfg: DictConfig) -> tuple[str, bool]:
     import torch
     from hydra.utils import instantiate
 
-    from attnexp.mixers.conformance import BATCH, DIM, KEYS, QUERIES, run_checks
+    from attnexp.mixers.conformance import Size, run_checks
 
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest and leaves the other cores alone
     warnings.filterwarnings("ignore", category=UserWarning)  # e.g. eager FlexAttention on a CPU: the lines say what ran
     name = HydraConfig.get().runtime.choices.get("model")
     results = run_checks(instantiate(cfg.model), seed=cfg.seed)
-    lines = [f"attnexp-check model={name} ({cfg.model._target_}): width {DIM}, batch {BATCH}, {QUERIES} queries, "
-             f"{KEYS} keys for cross-attention, seed {cfg.seed}, CPU"]
+    lines = [f"attnexp-check model={name} ({cfg.model._target_}): {Size().describe()}, seed {cfg.seed}, CPU"]
     width = max(len(r.name) for r in results)
     lines += [f"{'PASS' if r.ok else 'FAIL' if r.ok is False else 'n/a '}  {r.name:<{width}}  {r.measured}" for r in results]
     failed = [r.name for r in results if r.ok is False]
