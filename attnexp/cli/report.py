@@ -80,8 +80,9 @@ def shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def failure(status: str, err: BaseException) -> str:
-    """The one paragraph of a run that stopped; in a sweep it names the job."""
+def failure(status: str, err: BaseException, log_file: Path | None = None) -> str:
+    """The one paragraph of a run that stopped; in a sweep it names the job; ``log_file``: where its traceback is."""
     reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
     job = f" in job {job_name()}" if HydraConfig.get().mode.name == "MULTIRUN" else ""
-    return f"{LABELS[status]}{job}: {reason}"
+    traceback = f" The traceback is in {shown(log_file)}." if log_file else ""
+    return f"{LABELS[status]}{job}: {reason}{traceback}"

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import stop_request
 from attnexp.cli import report, search_path
 from attnexp.cli.cores import sweep_jobs, threads_per_job
+from attnexp.cli.failures import explain_mixer_failure, keep_traceback, log_file
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
@@ -149,13 +150,15 @@ def main(cfg: DictConfig) -> Any:
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
-        if is_out_of_memory(err):
-            err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg))
+        raised = err
+        err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg)) if is_out_of_memory(err) else explain_mixer_failure(err)
         status = record_failure(cfg, err)
         if multirun and status == metrics_file.INTERRUPTED:
             log.info(report.result_line(output_dir)[0])
         else:
-            log.error(report.failure(status, err))
+            log.error(report.failure(status, err, log_file() if status == metrics_file.FAILED else None))
+        if status != metrics_file.INTERRUPTED:
+            keep_traceback(raised)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if multirun:

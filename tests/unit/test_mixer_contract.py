@@ -120,3 +120,23 @@ def test_a_network_refuses_a_mixer_output_of_another_shape_naming_both_shapes():
     assert message.startswith("DropsALastToken.forward (") and "broken_mixers.py:" in message
     assert "returned an output of shape (2, 15, 4) for tokens of shape (2, 16, 4)" in message
 
+
+def test_an_error_inside_a_mixer_is_explained_with_its_class_and_line():
+    """A run reports what fails inside a mixer (any error type) with the mixer's class and the line that raised it."""
+    from functools import partial
+
+    from broken_mixers import FailsInTraining
+
+    from attnexp.cli.failures import explain_mixer_failure
+    from attnexp.errors import MixerError, is_bad_input
+    from attnexp.networks import PatchClassifier
+
+    net = PatchClassifier(partial(FailsInTraining), image_size=8, channels=1, patch_size=2, num_classes=10)
+    with pytest.raises(RuntimeError) as raised:
+        net(torch.randn(2, 16, 4))
+    explained = explain_mixer_failure(raised.value)
+    assert isinstance(explained, MixerError) and not is_bad_input(explained) and explained.__cause__ is raised.value
+    assert str(explained).startswith("the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at ")
+    assert "broken_mixers.py:" in str(explained) and str(explained).endswith("in forward).")
+    unrelated = ValueError("not a mixer's")
+    assert explain_mixer_failure(unrelated) is unrelated
