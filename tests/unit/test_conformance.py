@@ -23,9 +23,11 @@ from broken_mixers import (
     UnsafeExp,
     UnseededNoise,
 )
-from helpers import model_factory, options
+from helpers import model_factory, options, published_factory
 
 from attnexp.mixers.conformance import CHECKS, Size, run_checks
+
+PUBLISHED = ["diff", "linear", "gau"]  # examples/published_attention
 
 
 def verdicts(factory) -> dict[str, bool | None]:
@@ -40,10 +42,30 @@ def test_every_built_in_mixer_passes(name, one_thread):
     assert len(results) == len(CHECKS) == 13 and all(r.measured for r in results)
 
 
+@pytest.mark.parametrize("size", [Size(), Size(2, 16, 19, 64, 4)], ids=["small default", "width 64, 4 heads, 16 tokens"])
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_every_published_example_passes_at_two_sizes(name, size, one_thread):
+    """Signed weights (differential attention, its own attend and no score), distributions from a kernel (linear
+    attention) and non-negative weights of any sum (the gated attention unit, one head) are each held to their kind."""
+    size = size if name != "gau" else Size(size.batch, size.queries, size.keys, size.dim)  # one head
+    results = {r.name: r for r in run_checks(published_factory(name), size=size)}
+    failed = [f"{r.name}: {r.measured}" for r in results.values() if r.ok is False]
+    assert not failed, failed
+    kind = {"diff": "signed", "linear": "distributions", "gau": "non-negative"}[name]
+    assert results["weights as declared"].measured.startswith(kind) and results["token layout"].ok
+    assert f"({size.batch}, {size.queries}, {size.dim})" in results["shapes"].measured
+
+
 def test_a_mixer_that_writes_attend_and_no_score_passes(one_thread):
     """The contract's other way in: a mechanism that is no score and normaliser overrides attend."""
     failed = [f"{r.name}: {r.measured}" for r in run_checks(partial(AttendOnly)) if r.ok is False]
     assert not failed, failed
+
+
+def test_a_signed_mixer_is_checked_as_signed():
+    """Differential attention's weights are negative by design: they pass as signed, with their negative share."""
+    weights = next(r for r in run_checks(published_factory("diff")) if r.name == "weights as declared")
+    assert weights.ok and "signed" in weights.measured and "of the weight negative" in weights.measured
 
 
 @pytest.mark.parametrize("factory,defect", [
