@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnexp.mixers import DotAttention, MultiHeadAttention, SigmoidAttention, attention_weights
+from attnexp.mixers import DotAttention, MultiHeadAttention, SigmoidAttention
+from attnexp.mixers.multihead import zero_empty_rows
 
 
 class LeaksTheFuture(DotAttention):
@@ -165,5 +166,8 @@ class AttendOnly(MultiHeadAttention):
     """Correct: softmax attention written as its own ``attend``, with no ``score`` (the contract's other way in)."""
 
     def attend(self, q, k, v, mask, need_weights):
-        weights = attention_weights((q @ k.transpose(-2, -1)).float() * self.head_dim**-0.5, self.full_mask(mask, q, k)).to(v.dtype)
+        scores, mask = (q @ k.transpose(-2, -1)).float() * self.head_dim**-0.5, self.full_mask(mask, q, k)  # (B, H, Lq, Lk)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = zero_empty_rows(scores.softmax(-1), mask).to(v.dtype)
         return weights @ v, weights if need_weights else None
