@@ -45,7 +45,7 @@ def test_each_published_mixer_passes_the_kit_at_two_network_sizes(folder, name):
     assert "speed at" not in small.stdout and "the kit's small default" in small.stdout
     sized = kit(folder, f"model={name}", *SIZES[name])
     assert sized.returncode == 0 and "14 checks: all passed" in sized.stdout, sized.stdout + sized.stderr[-2000:]
-    heads = "2 heads" if name != "gau" else "1 heads"
+    heads = "2 heads" if name != "gau" else "1 head"
     assert f"width 16, {heads}, batch 3, 16 tokens (19 keys for cross-attention)" in sized.stdout, sized.stdout
     assert "the network of data=digits, net=patch" in sized.stdout and "PASS  smoke run" in sized.stdout
     speed = sized.stdout.splitlines()[-1]
@@ -69,7 +69,7 @@ def test_the_kit_catches_an_output_in_another_layout_at_the_composed_size(folder
     """(B, C, L) returned where C = L: 16 tokens of width 16 on the digits; a run would train on it and exit 0."""
     proc = kit(folder, "model=transposes", "data=digits", "net.dim=16")
     assert proc.returncode == 1 and "FAIL  token layout" in proc.stdout and "FAIL  shapes" in proc.stdout, proc.stdout
-    assert "width 16, 1 heads, batch 3, 16 tokens" in proc.stdout and "speed at" not in proc.stdout
+    assert "width 16, 1 head, batch 3, 16 tokens" in proc.stdout and "speed at" not in proc.stdout
 
 
 def test_the_kits_smoke_run_finds_what_only_training_shows(folder):

@@ -24,29 +24,23 @@ from attnexp.mixers.faults import raised_in_mixer
 class Check(NamedTuple):
     name: str
     run: Callable[[Kit], Outcome]
-    passes: str  # when it passes, in a line (attnexp-check --help, docs/mixers.md)
 
 
+# In order; configs/check.yaml's help and docs/mixers.md say what each measures.
 CHECKS = (
-    Check("shapes", layout.shapes, "outputs (B, Lq, C) at the length checked and one longer, self- and cross-attention; "
-          "weights (B, H, Lq, Lk); a wrong shape named beside the expected one"),
-    Check("token layout", layout.token_layout, "permuting the tokens of a non-causal self-attention permutes the output "
-          "alike (mixers that declare permutation_equivariant): catches tokens and width swapped"),
-    Check("batch independence", layout.batch_independence, "a sample's output is the same alone and beside other samples"),
-    Check("no causal leak", masks.causal_leak, "asked to be causal, changing later tokens moves no earlier output"),
-    Check("key padding invisible", masks.padding_invisible, "changing the keys a padding mask hides moves no output"),
-    Check("fully masked rows", masks.fully_masked_rows, "a query that sees no key gives finite numbers; zeros for distributions"),
-    Check("weights as declared", weights.weights_as_declared, "the weights are what weight_kind says (rows summing to 1; "
-          "no negative weight unless signed); masked pairs at 0; NaN fails on its own"),
-    Check("gradients", numerics.gradients, "every parameter gets a finite gradient, zero only where the output ignores it"),
-    Check("same seed, same output", numerics.same_seed, "the same seed builds the same parameters and bit-identical outputs"),
-    Check("finite in bf16", numerics.finite_in_bf16, "under bf16 autocast every output is finite, fully masked rows included"),
-    Check("mismatched shapes refused", requests.mismatched_shapes, "a context or mask that does not fit, a float mask, "
-          "tokens of another width: errors, not numbers"),
-    Check("contract options", requests.contract_options, "each request (causal, heads=2, out_proj=false, "
-          "shared_over_channels, num_tokens=null) honoured or refused with a reason; a misspelt option raises"),
-    Check("fused equals explicit", numerics.fused_equals_explicit, "every fused path gives the explicit formula's "
-          "outputs and input gradients (relative 1e-4), with and without masks"),
+    Check("shapes", layout.shapes),
+    Check("token layout", layout.token_layout),
+    Check("batch independence", layout.batch_independence),
+    Check("no causal leak", masks.causal_leak),
+    Check("key padding invisible", masks.padding_invisible),
+    Check("fully masked rows", masks.fully_masked_rows),
+    Check("weights as declared", weights.weights_as_declared),
+    Check("gradients", numerics.gradients),
+    Check("same seed, same output", numerics.same_seed),
+    Check("finite in bf16", numerics.finite_in_bf16),
+    Check("mismatched shapes refused", requests.mismatched_shapes),
+    Check("contract options", requests.contract_options),
+    Check("fused equals explicit", numerics.fused_equals_explicit),
 )
 
 

@@ -38,7 +38,7 @@ class Size:
         return cls(batch, queries, queries + 3, request.dim, request.heads)
 
     def describe(self) -> str:
-        heads = f"{self.heads} heads" if self.heads else "the mixer's heads"
+        heads = f"{self.heads} head{'s' * (self.heads != 1)}" if self.heads else "the mixer's heads"
         return f"width {self.dim}, {heads}, batch {self.batch}, {self.queries} tokens ({self.keys} keys for cross-attention)"
 
 
