@@ -66,8 +66,12 @@ def what_ran(folder: Path, seconds: float) -> str:
     telemetry = sum(k.startswith("attn/") for k in record)
     figures = figure_tags(folder)
     return (f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
-            f"{record.get('status', 'missing')}, {checkpoints} checkpoint{'s' * (checkpoints != 1)}, "
-            f"{telemetry} telemetry values, {len(figures)} figure{'s' * (len(figures) != 1)} ({seconds:.1f} s)")
+            f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, {counted(telemetry, 'telemetry value')}, "
+            f"{counted(len(figures), 'figure')} ({seconds:.1f} s)")
+
+
+def counted(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
 
 
 def figure_tags(folder: Path) -> set[str]:
