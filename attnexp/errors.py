@@ -14,6 +14,12 @@ class OutOfMemory(AttnexpError):
     """An allocation failed: explained, but a failed run (exit status 1), not bad input (a setting may fit elsewhere)."""
 
 
+class MixerError(AttnexpError):
+    """A mixer's own code failed or broke the call contract while it ran (an output of another shape, an exception
+    inside it): explained with the mixer's class and where in its code, but a failed run (exit status 1), not bad
+    input: the settings may be right and the mixer wrong."""
+
+
 def divisors(n: int) -> list[int]:
     """The values that divide ``n``: what messages list as allowed patch sizes or head counts."""
     return [d for d in range(1, n + 1) if n % d == 0]
@@ -32,7 +38,7 @@ def root_cause(err: BaseException) -> BaseException:
 def is_bad_input(err: BaseException) -> bool:
     """An error caused by the user's config or files rather than by training."""
     cause = root_cause(err)
-    return isinstance(cause, (AttnexpError, ValueError, TypeError)) and not isinstance(cause, OutOfMemory)
+    return isinstance(cause, (AttnexpError, ValueError, TypeError)) and not isinstance(cause, (OutOfMemory, MixerError))
 
 
 def explain(err: BaseException) -> str:

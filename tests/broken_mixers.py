@@ -1,5 +1,6 @@
 """Mixers with one deliberate defect each, for the conformance kit's tests (and a user folder's in the CLI tests):
-the kit must fail each on the check that names its defect."""
+the kit must fail each on the check that names its defect; and two unusual but correct ones (``AttendOnly``,
+``NoWeights``) that every part of a run must take as they are."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnexp.mixers import DotAttention
+from attnexp.mixers import DotAttention, MultiHeadAttention, SigmoidAttention
+from attnexp.mixers.multihead import zero_empty_rows
 
 
 class LeaksTheFuture(DotAttention):
@@ -116,3 +118,56 @@ class IgnoresHeads(DotAttention):
         options["heads"] = 1
         super().__init__(dim, **options)
         self.heads = 2
+
+
+class Transposes(DotAttention):
+    """Returns its output as (B, C, L): a shape error where the width and the length differ, numbers in the wrong
+    layout where they are equal."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        out, weights = super().forward(x, context, mask, need_weights)
+        return out.transpose(1, 2), weights
+
+
+class NaNWeights(SigmoidAttention):
+    """Weights that are non-negative as declared, but NaN where a query's first key is: returned, not used."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        out, weights = super().forward(x, context, mask, need_weights)
+        return out, None if weights is None else weights.index_fill(-1, torch.tensor([0]), float("nan"))
+
+
+class NegativeCalledNonNegative(DotAttention):
+    """A difference of two maps that does not say its weights are signed."""
+
+    weight_kind = "non-negative"
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        return scores.softmax(-1) - 0.5 * (0.5 * scores).softmax(-1)
+
+
+class FailsInTraining(DotAttention):
+    """Correct in eval mode (every check of the kit runs there), raises in training mode: only a run finds it."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        if self.training:
+            raise RuntimeError("this mixer cannot train")
+        return super().forward(x, context, mask, need_weights)
+
+
+class NoWeights(DotAttention):
+    """Correct, but never returns its weights, even when asked."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        return super().forward(x, context, mask, False)
+
+
+class AttendOnly(MultiHeadAttention):
+    """Correct: softmax attention written as its own ``attend``, with no ``score`` (the contract's other way in)."""
+
+    def attend(self, q, k, v, mask, need_weights):
+        scores, mask = (q @ k.transpose(-2, -1)).float() * self.head_dim**-0.5, self.full_mask(mask, q, k)  # (B, H, Lq, Lk)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = zero_empty_rows(scores.softmax(-1), mask).to(v.dtype)
+        return weights @ v, weights if need_weights else None

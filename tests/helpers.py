@@ -131,6 +131,20 @@ def model_factory(variant: str, **overrides):
     return instantiate(OmegaConf.merge(OmegaConf.load(Path(CONFIG_DIR) / "model" / f"{variant}.yaml"), overrides))
 
 
+PUBLISHED = REPO / "examples" / "published_attention"
+
+
+def published_factory(name: str, **overrides):
+    """A mixer of examples/published_attention as its config builds it (``configs/model/<name>.yaml``), its folder
+    importable as attnexp makes a user's folder."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    if str(PUBLISHED) not in sys.path:
+        sys.path.insert(0, str(PUBLISHED))
+    return instantiate(OmegaConf.merge(OmegaConf.load(PUBLISHED / "configs" / "model" / f"{name}.yaml"), overrides))
+
+
 def causal_mixers() -> list[str]:
     """The options of configs/model that can be causal (the others refuse, saying why)."""
     from attnexp.errors import AttnexpError

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import functools
+import logging
+import weakref
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
+
+from attnexp.mixers import is_mixer
+
+log = logging.getLogger("attnexp.weights")  # a sweep's jobs write it to their train.log only
+NOTED: weakref.WeakSet = weakref.WeakSet()  # the networks whose missing weights were said once already
 
 
 class Figures(pl.Callback):
@@ -36,7 +43,19 @@ def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tens
     with torch.no_grad(), precision.forward_context():
         logits, maps = pl_module.task.forward(net, precision.convert_input(x.to(pl_module.device)), need_weights=True)
     net.train(was_training)
+    note_missing_weights(pl_module, maps)
     return logits.float(), [m if m is None else m.float() for m in maps]
+
+
+def note_missing_weights(pl_module: pl.LightningModule, maps: list[Tensor | None]) -> None:
+    """Say once per module when none of its mixers returns weights (``forward(..., need_weights=True)`` gave None):
+    there is then no attention telemetry and no attention figure, which is no failure."""
+    mixers = sorted({type(m).__name__ for m in pl_module.net.modules() if is_mixer(m)})
+    if pl_module.net in NOTED or not mixers or any(m is not None for m in maps):
+        return
+    NOTED.add(pl_module.net)
+    log.info(f"{', '.join(mixers)} returns no attention weights (forward(..., need_weights=True) gave None): no attention "
+             "telemetry and no attention figures for this run.")
 
 
 def write_figures(writers: list, figures: dict, step: int) -> None:

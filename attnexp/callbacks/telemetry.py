@@ -10,13 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from attnexp.callbacks.figures import forward_with_weights
-from attnexp.mixers import MultiHeadAttention, is_mixer
+from attnexp.mixers import DISTRIBUTIONS, SIGNED, is_mixer, weight_kind
 
 PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
 
 
 def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: Tensor | None = None,
-                    self_attention: bool = True, distributions: bool = True) -> dict[str, float]:
+                    self_attention: bool = True, kind: str = DISTRIBUTIONS) -> dict[str, float]:
     """Means over samples, heads and query rows of one layer's attention.  # weights, scores: (B, H, Lq, Lk)
 
     ``mask`` is the layer's (True = may attend, broadcast to (B, H, Lq, Lk); e.g. a key padding mask).
@@ -24,9 +24,12 @@ def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: 
     tokens that are themselves masked (padding). ``max_weight``: the largest weight of a row; ``self_weight``:
     the weight a token puts on itself (self-attention only); ``score_min``, ``score_max``: the range of the finite
     scores before the normaliser over allowed pairs; ``nonfinite``: how many allowed scores are NaN or infinite.
-    Weights that are ``distributions`` (softmax) also get ``entropy``: row entropy / log(number of keys the row may
-    attend to), and ``peaked``: the share of rows whose largest weight is over 0.99. Other weights (sigmoid) get
-    ``mass`` instead, the mean sum of a row's weights: an entropy of weights that are no distribution means nothing.
+    What else is measured depends on the ``kind`` of weights (:data:`~attnexp.mixers.WEIGHT_KINDS`), so that each
+    number means something: distributions (softmax) get ``entropy``, row entropy / log(number of keys the row may
+    attend to), and ``peaked``, the share of rows whose largest weight is over 0.99; non-negative weights (sigmoid)
+    get ``mass`` instead, the mean sum of a row's weights (an entropy of weights that are no distribution means
+    nothing); signed weights get ``mass``, ``negative_mass`` (the mean sum of a row's negative weights, as a
+    positive number) and ``min_weight`` (the smallest weight of a row).
     """
     lq, lk = weights.shape[-2:]
     w = weights.float()
@@ -42,12 +45,15 @@ def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: 
     if not rows.any():
         return {}
     top = w.amax(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
-    if distributions:
+    if kind == DISTRIBUTIONS:
         entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]
         stats = {"entropy": (entropy / keys[rows].log()).mean().item(), "max_weight": top.mean().item(),
                  "peaked": (top > PEAKED).float().mean().item()}
     else:
         stats = {"mass": w.sum(-1)[..., rows].mean().item(), "max_weight": top.mean().item()}
+    if kind == SIGNED:
+        stats.update(negative_mass=(-w).clamp_min(0).sum(-1)[..., rows].mean().item(),
+                     min_weight=w.masked_fill(~allowed, math.inf).amin(-1)[..., rows].mean().item())
     if self_attention and lq == lk:
         stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
     if scores is not None:
@@ -65,26 +71,25 @@ def gate_stats(gates: Tensor) -> dict[str, float]:
     return {"gate_std": gates.float().std(0).mean().item() if len(gates) > 1 else math.nan}
 
 
-class ScoreRecorder:
-    """Captures the mask and context a mixer was called with during a forward pass and, for a multi-head layer, its
-    projected queries and keys, and gives the scores of its last call."""
+class CallRecorder:
+    """What a mixer's calls during one forward pass were given (``mask``, ``context``) and, where the mixer offers them
+    through its ``hook_scores`` module (:class:`~attnexp.mixers.MultiHeadAttention`'s explicit path does), their
+    scores. Only public calls: a forward pre-hook on the mixer and a forward hook on ``hook_scores``."""
 
     def __init__(self, mixer: nn.Module) -> None:
-        self.mixer, self.outputs, self.calls = mixer, [], []
+        self.calls: list[dict[str, Any]] = []
+        self.scores: Tensor | None = None
         self.hooks = [mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True)]
-        if isinstance(mixer, MultiHeadAttention):
-            projections = {id(mixer.q_proj): mixer.q_proj, id(mixer.k_proj): mixer.k_proj}  # one module when tied
-            self.hooks += [p.register_forward_hook(lambda module, args, out: self.outputs.append(out)) for p in projections.values()]
+        tap = getattr(mixer, "hook_scores", None)
+        if isinstance(tap, nn.Module):
+            self.hooks.append(tap.register_forward_hook(self.keep_scores))
 
-    def scores(self) -> Tensor | None:
-        """The scores before masking and the normaliser of the last call recorded (multi-head layers).  # (B, H, Lq, Lk)"""
+    def keep_scores(self, module: nn.Module, args: Any, out: Tensor) -> None:
+        self.scores = out  # the last call's (a decoder decodes first, then runs once more with weights)
+
+    def close(self) -> None:
         for hook in self.hooks:
             hook.remove()
-        if len(self.outputs) < 2:
-            return None
-        q, k = (self.mixer._split(t).float() for t in self.outputs[-2:])  # of the last call (a decoder decodes first); q_proj runs first
-        with torch.no_grad():
-            return self.mixer.score(q, k)
 
     @property
     def call(self) -> dict[str, Any]:
@@ -107,17 +112,20 @@ class AttentionTelemetry(pl.Callback):
         with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's draws stay as they were
             x = next(iter(trainer.datamodule.val_dataloader()))[0][: self.samples]
         mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
-        recorders = [ScoreRecorder(m) for m in mixers]
-        _, maps = forward_with_weights(pl_module, x)
+        recorders = [CallRecorder(m) for m in mixers]
+        try:
+            _, maps = forward_with_weights(pl_module, x)
+        finally:
+            for recorder in recorders:
+                recorder.close()
         values: dict[str, float] = {}
         for i, (mixer, recorder, weights) in enumerate(zip(mixers, recorders, maps)):
-            scores = recorder.scores()
             if weights is None:
                 continue
             if weights.dim() == 4:
                 call = recorder.call
-                stats = attention_stats(weights, scores, mixer.request.causal, call.get("mask"), call.get("context") is None,
-                                        getattr(mixer, "distributions", False))
+                stats = attention_stats(weights, recorder.scores, mixer.request.causal, call.get("mask"),
+                                        call.get("context") is None, weight_kind(mixer))
             else:
                 stats = gate_stats(weights)
             values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})

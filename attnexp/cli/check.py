@@ -1,5 +1,6 @@
-"""The ``attnexp-check`` entrypoint: the conformance kit (:mod:`attnexp.mixers.conformance`) on one mixer, one line
-per check, exit status 1 when one fails."""
+"""The ``attnexp-check`` entrypoint: the conformance kit (:mod:`attnexp.mixers.conformance`) on the mixer a run would
+train, at the size of the network the command composes, then a smoke run of that network with every callback
+(:mod:`attnexp.cli.smoke`), then the mixer's speed beside dot's. One line per check; exit status 1 when one fails."""
 
 from __future__ import annotations
 
@@ -9,37 +10,87 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import search_path
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.targets import check_targets
-from attnexp.errors import EXIT_CODES, explain, is_bad_input
+from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 
 search_path.register()
+NETWORK_GROUPS = ("data", "net", "task", "experiment")  # an override of one of these names the network to check at
+FLAGS = {"--no-speed": "speed=false"}
 
 
-def report(cfg: DictConfig) -> tuple[str, bool]:
-    """The kit's lines for the mixer ``cfg.model`` builds, and whether every check passed."""
+def network_named(overrides: list[str]) -> bool:
+    """Whether the command names the network (its data, net, task or an experiment) rather than the mixer alone."""
+    keys = (o.split("=", 1)[0].lstrip("+~") for o in overrides)
+    return any(k.split(".", 1)[0].split("/", 1)[0] in NETWORK_GROUPS for k in keys)
+
+
+def composed_mixer(cfg: DictConfig) -> Any:
+    """The first mixer of the network ``cfg`` composes (its requests: width, heads, tokens, causal)."""
+    from hydra.utils import instantiate
+
+    from attnexp.cli.train import build_net
+    from attnexp.mixers import is_mixer
+
+    net = build_net(cfg.net, instantiate(cfg.data).spec)
+    found = next((m for m in net.modules() if is_mixer(m)), None)
+    if found is None:
+        raise AttnexpError(f"The network {cfg.net._target_} holds no mixer: there is nothing to check.")
+    return found
+
+
+def report(cfg: DictConfig, say: Any = print) -> bool:
+    """The kit's lines for the mixer ``cfg.model`` builds, each passed to ``say`` as it is measured; whether every
+    check passed."""
     import warnings
 
     import torch
     from hydra.utils import instantiate
 
-    from attnexp.mixers.conformance import BATCH, DIM, KEYS, QUERIES, run_checks
+    from attnexp.cli.smoke import smoke_run
+    from attnexp.mixers.conformance import Size, run_checks
+    from attnexp.mixers.conformance.speed import compare_with_dot, machine
 
-    torch.set_num_threads(1)  # tiny tensors: one thread is fastest and leaves the other cores alone
     warnings.filterwarnings("ignore", category=UserWarning)  # e.g. eager FlexAttention on a CPU: the lines say what ran
-    name = HydraConfig.get().runtime.choices.get("model")
-    results = run_checks(instantiate(cfg.model), seed=cfg.seed)
-    lines = [f"attnexp-check model={name} ({cfg.model._target_}): width {DIM}, batch {BATCH}, {QUERIES} queries, "
-             f"{KEYS} keys for cross-attention, seed {cfg.seed}, CPU"]
-    width = max(len(r.name) for r in results)
-    lines += [f"{'PASS' if r.ok else 'FAIL' if r.ok is False else 'n/a '}  {r.name:<{width}}  {r.measured}" for r in results]
+    choices = HydraConfig.get().runtime.choices
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensors: one thread is fastest and leaves the other cores alone
+    request = composed_mixer(cfg).request
+    named = network_named(list(HydraConfig.get().overrides.task))
+    size = Size.of(request) if named else Size()
+    network = f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}" if named else "the kit's small default"
+    say(f"attnexp-check model={choices.get('model')} ({cfg.model._target_}): {size.describe()}, seed {cfg.seed}, CPU; "
+        f"{network}")
+    results = []
+    for result in run_checks(instantiate(cfg.model), seed=cfg.seed, size=size):
+        results.append(result)
+        say(line(result))
+    results.append(smoke_run(cfg))
+    say(line(results[-1]))
     failed = [r.name for r in results if r.ok is False]
-    lines.append(f"{len(results)} checks: {len(failed)} failed ({', '.join(failed)})" if failed else
-                 f"{len(results)} checks: all passed or do not apply")
-    return "\n".join(lines), not failed
+    say(f"{len(results)} checks: {len(failed)} failed ({', '.join(failed)})" if failed else
+        f"{len(results)} checks: all passed or do not apply")
+    if cfg.speed and not failed:
+        torch.set_num_threads(int(cfg.get("threads") or threads))
+        device = torch.device("cuda" if torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda") else "cpu")
+        batch = int(OmegaConf.select(cfg, "data.batch_size", default=None) or 32)
+        where = (f"speed at batch {batch}, {request.num_tokens or 64} tokens, width {request.dim}, {request.heads} "
+                 f"head{'s' * (request.heads != 1)}")
+        try:
+            speed = compare_with_dot(instantiate(cfg.model), request, batch, device=device, seed=cfg.seed)
+        except Exception as err:  # dot cannot be built at this size, or memory runs out: the checks stand
+            say(f"{where}: not measured ({explain(err)})")
+        else:
+            say(f"{where} (forward and backward, the path a run trains with): {speed.describe()}; {machine(device)}")
+    return not failed
+
+
+def line(result: Any) -> str:
+    mark = {True: "PASS", False: "FAIL", None: "n/a "}[result.ok]
+    return f"{mark}  {result.name:<25}  {result.measured}"
 
 
 @hydra.main(version_base="1.3", config_path=str(search_path.config_dir()), config_name="check")
@@ -48,19 +99,19 @@ def main(cfg: DictConfig) -> Any:
     try:
         hydra_cfg = HydraConfig.get()
         check_targets(cfg, list(hydra_cfg.searchpath), list(hydra_cfg.overrides.task))
-        text, passed = report(cfg)
+        passed = report(cfg, say=lambda text: print(text, flush=True))
     except Exception as err:  # a module that cannot be loaded, or an option the mixer refuses: bad input
         if not is_bad_input(err) or os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         print(f"attnexp-check: {explain(err)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
-    print(text)
     if not passed:
         raise SystemExit(EXIT_CODES["failed"])
 
 
 def cli() -> None:
     """Console script ``attnexp-check``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    sys.argv[1:] = [FLAGS.get(a, a) for a in sys.argv[1:]]
     run_then_exit(main)
 
 

@@ -11,7 +11,7 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs")
+QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs", "attnexp.weights")
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
 RANK_ZERO = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
 # Logs "Received SIGTERM" from inside its signal handler: a signal that lands while a handler is writing to the same

@@ -80,10 +80,11 @@ def shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def failure(status: str, err: BaseException, kept: bool = True) -> str:
+def failure(status: str, err: BaseException, kept: bool = True, log_file: Path | None = None) -> str:
     """The one paragraph of a run that stopped; in a sweep it names the job. A run refused for bad input in a folder
-    made for it leaves none (``kept`` False), and says so."""
+    made for it leaves none (``kept`` False), and says so; ``log_file``: where its traceback is."""
     reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
     job = f" in job {job_name()}" if HydraConfig.get().mode.name == "MULTIRUN" else ""
     removed = "" if kept else " Its run folder was removed: nothing of this run is kept."
-    return f"{LABELS[status]}{job}: {reason}{removed}"
+    traceback = f" The traceback is in {shown(log_file)}." if log_file and kept else ""
+    return f"{LABELS[status]}{job}: {reason}{removed}{traceback}"

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import stop_request
 from attnexp.cli import failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
+from attnexp.cli.mixer_errors import explain_mixer_failure, keep_traceback, log_file
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
 from attnexp.cli.typos import check_composition, check_words
@@ -143,13 +144,15 @@ def main(cfg: DictConfig) -> Any:
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
-        if is_out_of_memory(err):
-            err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg))
+        raised = err
+        err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg)) if is_out_of_memory(err) else explain_mixer_failure(err)
         status, kept = failures.record(cfg, err, start)
         if multirun and status == metrics_file.INTERRUPTED:
             log.info(report.result_line(output_dir)[0])
         else:
-            log.error(report.failure(status, err, kept))
+            log.error(report.failure(status, err, kept, log_file() if status == metrics_file.FAILED else None))
+        if status != metrics_file.INTERRUPTED and kept:
+            keep_traceback(raised)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if multirun:

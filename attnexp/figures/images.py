@@ -9,18 +9,24 @@ import matplotlib.pyplot as plt
 from torch import Tensor
 
 WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so mixers compare
+SIGNED_COLOURS = "RdBu_r"  # diverging: blue below 0, white at 0, red above
 
 
 def weight_scale(maps: list[Tensor]) -> dict:
     """The colour scale of attention maps: [0, 1] when every weight lies there (softmax's, sigmoid's), so mixers
-    compare; else the range of the weights drawn, 0 and 1 included (a mixer's weights need not be distributions)."""
+    compare; [0, the largest weight] when one passes 1 (a mixer's weights need not be distributions); and with a
+    negative weight (signed weights, a difference of maps) a diverging scale centred at 0, from -m to m, m the
+    largest |weight| drawn, so that small weights of either sign show."""
     low, high = min(float(m.min()) for m in maps), max(float(m.max()) for m in maps)
-    return WEIGHT_SCALE if low >= 0.0 and high <= 1.0 else {**WEIGHT_SCALE, "vmin": min(low, 0.0), "vmax": max(high, 1.0)}
+    if low < 0.0:
+        bound = max(-low, high)
+        return {"cmap": SIGNED_COLOURS, "vmin": -bound, "vmax": bound}
+    return WEIGHT_SCALE if high <= 1.0 else {**WEIGHT_SCALE, "vmax": high}
 
 
 def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:
     """One row per sample: the input, then every layer's attention per head (queries down, keys across, by patch
-    index; all on one scale, [0, 1] unless a weight lies outside it: :func:`weight_scale`). None when no layer has (B, H, L, L) weights."""
+    index; all on one scale: :func:`weight_scale`). None when no layer has (B, H, L, L) weights."""
     panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
     if not panels:
         return None

@@ -1,17 +1,39 @@
 """Token mixers: the attention mixers and the non-attention baselines (``model=``), one constructor contract
 and one call signature (see :mod:`attnexp.mixers.contract`)."""
 
-from attnexp.mixers.contract import MixerRequest, TokenMixer, build_mixer, check_inputs, is_mixer
+from attnexp.mixers.contract import (
+    DISTRIBUTIONS,
+    NON_NEGATIVE,
+    SIGNED,
+    WEIGHT_KINDS,
+    MixerRequest,
+    TokenMixer,
+    build_mixer,
+    check_inputs,
+    is_mixer,
+    weight_kind,
+)
 from attnexp.mixers.cosine import CosineAttention
 from attnexp.mixers.dot import DotAttention
 from attnexp.mixers.euclid import EuclidAttention
 from attnexp.mixers.l2 import L2Attention
 from attnexp.mixers.mlp import DenseMixer
-from attnexp.mixers.multihead import MultiHeadAttention, attention, causal_mask, softmax
+from attnexp.mixers.multihead import (
+    MultiHeadAttention,
+    attention,
+    attention_weights,
+    causal_mask,
+    softmax,
+    zero_empty_rows,
+)
 from attnexp.mixers.se import SqueezeExcitation
 from attnexp.mixers.sigmoid import SigmoidAttention
 
 __all__ = [
+    "DISTRIBUTIONS",
+    "NON_NEGATIVE",
+    "SIGNED",
+    "WEIGHT_KINDS",
     "CosineAttention",
     "DenseMixer",
     "DotAttention",
@@ -23,9 +45,12 @@ __all__ = [
     "SqueezeExcitation",
     "TokenMixer",
     "attention",
+    "attention_weights",
     "build_mixer",
     "causal_mask",
     "check_inputs",
     "is_mixer",
     "softmax",
+    "weight_kind",
+    "zero_empty_rows",
 ]

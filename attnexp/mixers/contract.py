@@ -9,21 +9,32 @@ with the reason. Every mixer is called as ``forward(x, context=None, mask=None, 
 and returns ``(output, weights or None)``; masks are boolean, ``True`` meaning "may attend", and inputs
 that do not fit together are refused (:func:`check_inputs`), never broadcast into wrong numbers.
 
-What a mixer says about itself, read by the telemetry, the HParams record and the conformance kit
-(``attnexp-check``): ``request`` (the requests it received), ``heads`` (how many heads it computes; none
-without the attribute) and ``distributions`` (True: each row of its weights sums to 1, as softmax's do;
-False or absent: the weights make no such promise, as sigmoid's). A mixer built outside this package
-need not subclass :class:`TokenMixer`: the networks build every mixer through :func:`build_mixer`, which
-records the requests on it.
+What a mixer says about itself, read by the telemetry, the figures, the HParams record and the conformance kit
+(``attnexp-check``): ``request`` (the requests it received), ``heads`` (how many heads it computes; none without
+the attribute), ``weight_kind`` (what its weights are: :data:`WEIGHT_KINDS`, read by :func:`weight_kind`) and
+``permutation_equivariant`` (permuting the tokens of a non-causal self-attention permutes its output alike: no
+positions inside the mixer). A mixer built outside this package need not subclass :class:`TokenMixer`: the
+networks build every mixer through :func:`build_mixer`, which records the requests on it and refuses an output
+that is not shaped as its input (:class:`~attnexp.errors.MixerError`).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
+
+from attnexp.errors import AttnexpError, MixerError
+
+# What a mixer's weights are (its ``weight_kind``):
+DISTRIBUTIONS = "distributions"  # each row sums to 1 over the keys it may see, no weight below 0 (softmax)
+NON_NEGATIVE = "non-negative"  # no weight below 0, rows of any sum (sigmoid, ReLU attention)
+SIGNED = "signed"  # weights of either sign (a difference of two maps)
+WEIGHT_KINDS = (DISTRIBUTIONS, NON_NEGATIVE, SIGNED)
 
 
 class MixerRequest(NamedTuple):
@@ -41,7 +52,8 @@ class TokenMixer(nn.Module):
     """Base of every token mixer: takes the requests of the contract above and keeps them as ``request``.
     A mixer adds its own options as keyword arguments and passes the rest on."""
 
-    distributions = False  # no promise about the weights' rows; softmax attention says True
+    weight_kind = NON_NEGATIVE  # softmax attention says DISTRIBUTIONS, a difference of maps SIGNED
+    permutation_equivariant = False  # True: a non-causal self-attention commutes with permuting its tokens
 
     def __init__(
         self,
@@ -64,19 +76,80 @@ class TokenMixer(nn.Module):
 
 
 def build_mixer(factory: Callable[..., nn.Module], **request: Any) -> nn.Module:
-    """The mixer ``factory`` (the ``model`` config, a partial) builds for a network's ``request``. A mixer of another
-    package that does not keep its requests gets them as ``request`` (its own ``model`` options included), so the
-    telemetry and the HParams record find and describe it as they do a built-in one."""
+    """The mixer ``factory`` (the ``model`` config, a partial) builds for a network's ``request`` (:func:`make_mixer`),
+    its output checked at every call: a mixer that returns another shape than it was given stops there with a
+    :class:`~attnexp.errors.MixerError` that names it and both shapes."""
+    mixer = make_mixer(factory, **request)
+    mixer.register_forward_hook(refuse_misshapen_output, with_kwargs=True)
+    return mixer
+
+
+def make_mixer(factory: Callable[..., nn.Module], **request: Any) -> nn.Module:
+    """The mixer ``factory`` builds for ``request``, unguarded (the conformance kit measures what it returns). A mixer
+    of another package that does not keep its requests gets them as ``request`` (its own ``model`` options included),
+    so the telemetry and the HParams record find and describe it as they do a built-in one; a ``weight_kind`` that is
+    none of :data:`WEIGHT_KINDS` is refused here, before any training."""
     mixer = factory(**request)
     if not isinstance(getattr(mixer, "request", None), MixerRequest):
         asked = {**getattr(factory, "keywords", {}), **request}
         mixer.request = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})
+    weight_kind(mixer)
     return mixer
 
 
-def is_mixer(module: nn.Module) -> bool:
+def weight_kind(mixer: nn.Module) -> str:
+    """What ``mixer``'s weights are, one of :data:`WEIGHT_KINDS`: its ``weight_kind``, or the older flag
+    ``distributions`` (True: distributions, False: non-negative), whichever the mixer or the nearest class that sets
+    either says; non-negative when none says anything."""
+    kind = NON_NEGATIVE
+    for names in (vars(mixer), *(vars(c) for c in type(mixer).__mro__)):
+        if "weight_kind" in names:
+            kind = names["weight_kind"]
+            break
+        if "distributions" in names:
+            kind = DISTRIBUTIONS if names["distributions"] else NON_NEGATIVE
+            break
+    if kind not in WEIGHT_KINDS:
+        raise AttnexpError(f"{type(mixer).__name__}.weight_kind = {kind!r} is not a kind of weights. Allowed: "
+                           f"{', '.join(map(repr, WEIGHT_KINDS))} (rows that sum to 1; no weight below 0; either sign).")
+    return kind
+
+
+def where_defined(mixer: nn.Module, method: str = "forward") -> str:
+    """``Class.method (file:line)`` of a mixer's method, for messages that point at the mixer's code."""
+    function = getattr(type(mixer), method, None)
+    try:
+        file, line = Path(inspect.getsourcefile(function)), inspect.getsourcelines(function)[1]
+    except (TypeError, OSError):
+        return f"{type(mixer).__name__}.{method}"
+    return f"{type(mixer).__name__}.{method} ({shown(file)}:{line})"
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working directory when inside it, as a user would type it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def refuse_misshapen_output(mixer: nn.Module, args: tuple, kwargs: dict, result: Any) -> None:
+    """A forward hook on every mixer :func:`build_mixer` builds: the output must be (out, weights) with ``out`` shaped
+    as the tokens it was given, (B, Lq, C), so that a mixer that drops a token or returns another layout stops at
+    its own call, named, instead of failing later in the network or training on wrong numbers."""
+    x = args[0] if args else kwargs.get("x")
+    if not isinstance(x, Tensor):
+        return
+    out = result[0] if isinstance(result, tuple) and len(result) == 2 else None
+    if not isinstance(out, Tensor):
+        raise MixerError(f"{where_defined(mixer)} returned {type(result).__name__}: a mixer returns a pair (output, "
+                         "weights or None).")
+    if out.shape != x.shape:
+        raise MixerError(f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)} for tokens of shape "
+                         f"{tuple(x.shape)}: a mixer returns (batch, tokens, width) = {tuple(x.shape)}, the shape of "
+                         "the tokens it mixes.")
+
+
+def is_mixer(module: object) -> bool:
     """Whether ``module`` is a token mixer (built by :func:`build_mixer` or a :class:`TokenMixer`)."""
-    return isinstance(getattr(module, "request", None), MixerRequest)
+    return isinstance(module, nn.Module) and isinstance(getattr(module, "request", None), MixerRequest)
 
 
 def check_inputs(x: Tensor, context: Tensor, mask: Tensor | None, heads: int = 1) -> None:

@@ -2,8 +2,10 @@
 empty rows and dropout, written once (:func:`attention`).
 
 A mixer subclasses :class:`MultiHeadAttention`, says how a query scores a key (:meth:`~MultiHeadAttention.score`,
-the explicit path), may replace the softmax by another normaliser (:meth:`~MultiHeadAttention.normalise`,
-saying whether its weights are ``distributions``) and may offer fused paths that give the same numbers faster (:meth:`~MultiHeadAttention.fused`).
+the explicit path), may replace the softmax by another normaliser (:meth:`~MultiHeadAttention.normalise`, saying
+what its weights are: ``weight_kind``) and may offer fused paths that give the same numbers faster
+(:meth:`~MultiHeadAttention.fused`); a mechanism that is no score and normaliser overrides
+:meth:`~MultiHeadAttention.attend` instead.
 ``model.path`` picks one: ``auto`` (the mixer's fastest that applies), ``explicit`` (the formula through
 autograd: what the weights figures and telemetry use), or a fused path by name. Masks are boolean and broadcast
 to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments are the mixer contract's
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, divisors
-from attnexp.mixers.contract import TokenMixer, check_inputs
+from attnexp.mixers.contract import DISTRIBUTIONS, TokenMixer, check_inputs
 from attnexp.rules import check
 
 EXPLICIT = "explicit"
@@ -42,18 +44,26 @@ def softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     return scores.softmax(dim=-1)
 
 
-def attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0,
-              normalise: Callable[[Tensor, Tensor | None], Tensor] = softmax) -> tuple[Tensor, Tensor]:
-    """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+Normaliser = Callable[[Tensor, Tensor | None], Tensor]
 
-    The steps every attention mixer shares, written once: masked scores become -inf, the normaliser (softmax
-    unless the mixer has its own, e.g. sigmoid) turns scores into weights, a fully masked row gets zero weights
-    (0, not NaN), then dropout. Scores come in float32 so large logits (euclid's 1/eps) never overflow under
-    mixed precision.  # scores (B, H, Lq, Lk), v (B, H, Lk, D)
-    """
+
+def attention_weights(scores: Tensor, mask: Tensor | None, normalise: Normaliser = softmax) -> Tensor:
+    """The weights of ``scores``: masked scores become -inf, the normaliser (softmax unless the mixer has its own, e.g.
+    sigmoid) turns them into weights, and a fully masked row gets zero weights (0, not NaN).  # (B, H, Lq, Lk)"""
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    weights = zero_empty_rows(normalise(scores, mask), mask).to(v.dtype)
+    return zero_empty_rows(normalise(scores, mask), mask)
+
+
+def attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0,
+              normalise: Normaliser = softmax) -> tuple[Tensor, Tensor]:
+    """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
+
+    The steps every attention mixer shares, written once: :func:`attention_weights`, then dropout and ``@ v``.
+    Scores come in float32 so large logits (euclid's 1/eps) never overflow under mixed precision.
+    # scores (B, H, Lq, Lk), v (B, H, Lk, D)
+    """
+    weights = attention_weights(scores, mask, normalise).to(v.dtype)
     return F.dropout(weights, dropout, training=dropout > 0) @ v, weights  # (B, H, Lq, D)
 
 
@@ -64,12 +74,14 @@ class MultiHeadAttention(TokenMixer):
     A subclass names its fused paths in ``fused_paths`` (the first is ``auto``'s choice unless
     :meth:`auto_path` says otherwise) and computes them in :meth:`fused`; ``fused_dropout`` says whether
     they apply attention dropout (else training with dropout runs the explicit path). The weights come from
-    :meth:`normalise` (softmax unless the subclass says otherwise).
+    :meth:`normalise` (softmax unless the subclass says otherwise). The explicit path passes its scores through
+    ``hook_scores``, a pass-through module: a forward hook on it reads them (the telemetry does).
     """
 
     fused_paths: tuple[str, ...] = ()
     fused_dropout = True
-    distributions = True  # softmax: each row of weights sums to 1 (0 when fully masked); a mixer with another normaliser says
+    weight_kind = DISTRIBUTIONS  # softmax: each row sums to 1 (0 when fully masked); another normaliser says what its are
+    permutation_equivariant = True  # no positions inside: a mixer that adds some says False
 
     def __init__(self, dim: int, *, dropout: float = 0.0, bias: bool = True, path: str = "auto", **request: Any) -> None:
         super().__init__(dim, **request)
@@ -95,6 +107,7 @@ class MultiHeadAttention(TokenMixer):
         self.k_proj = nn.Linear(dim, dim, bias=bias)
         self.v_proj = nn.Linear(dim, dim, bias=bias)
         self.out_proj = nn.Linear(dim, dim, bias=bias) if out_proj else nn.Identity()
+        self.hook_scores = nn.Identity()  # the explicit path's scores pass through it: hook it to read them
 
     def forward(
         self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
@@ -117,7 +130,7 @@ class MultiHeadAttention(TokenMixer):
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
         """Weights from the scores, masked ones at -inf; ``mask`` is the full mask (causal included) or None. Softmax
-        here; a mixer with another normaliser overrides it and says whether its rows are ``distributions``.  # (B, H, Lq, Lk)"""
+        here; a mixer with another normaliser overrides it and says what its weights are (``weight_kind``).  # (B, H, Lq, Lk)"""
         return softmax(scores, mask)
 
     def full_mask(self, mask: Tensor | None, q: Tensor, k: Tensor) -> Tensor | None:
@@ -145,7 +158,8 @@ class MultiHeadAttention(TokenMixer):
         if path != EXPLICIT:
             return self.fused(q, k, v, mask, path), None
         dropout = self.dropout if self.training else 0.0
-        out, weights = attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), dropout, self.normalise)
+        scores = self.hook_scores(self.score(q.float(), k.float()))  # (B, H, Lq, Lk)
+        out, weights = attention(scores, v, self.full_mask(mask, q, k), dropout, self.normalise)
         return out, weights if need_weights else None
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:

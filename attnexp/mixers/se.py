@@ -28,6 +28,8 @@ class SqueezeExcitation(TokenMixer):
     ``mask`` is read as a key padding mask: the mean is over the tokens some query may attend to.
     """
 
+    permutation_equivariant = True  # the mean over tokens does not see their order
+
     def __init__(self, dim: int, *, reduction: int = 4, **request: Any) -> None:
         super().__init__(dim, **request)
         check_value("model.reduction", reduction, REDUCTION)

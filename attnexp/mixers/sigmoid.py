@@ -9,12 +9,13 @@ import torch
 from torch import Tensor
 
 from attnexp.errors import AttnexpError
+from attnexp.mixers.contract import NON_NEGATIVE
 from attnexp.mixers.dot import DotAttention
 
 
 class SigmoidAttention(DotAttention):
-    """Dot's scores, each weight a sigmoid on its own: the weights of a row need not sum to 1 (``distributions``
-    is False), so a query may take much or little from its keys. ``score_bias`` is b; ``None`` (the default) is
+    """Dot's scores, each weight a sigmoid on its own: the weights of a row need not sum to 1 (``weight_kind`` is
+    non-negative), so a query may take much or little from its keys. ``score_bias`` is b; ``None`` (the default) is
     b = -log n, n the number of keys the row may see under the causal and padding masks, which starts every
     weight near 1/n as softmax's uniform start (the paper's choice of b for a stable start). Masked keys get
     weight 0 (sigmoid of -inf), so a row with no key to see outputs zeros. There is no fused path: the formula
@@ -22,7 +23,7 @@ class SigmoidAttention(DotAttention):
     """
 
     fused_paths = ()
-    distributions = False
+    weight_kind = NON_NEGATIVE
 
     def __init__(self, dim: int, *, score_bias: float | None = None, **options: Any) -> None:
         super().__init__(dim, **options)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnexp.mixers import MultiHeadAttention
+from attnexp.mixers import NON_NEGATIVE, MultiHeadAttention
 
 
 class ReluAttention(MultiHeadAttention):
     """relu(q.k / sqrt(d)) / n, n the number of keys the row may see: weights that are no distributions."""
 
-    distributions = False  # rows need not sum to 1: telemetry logs their mass, not an entropy
+    weight_kind = NON_NEGATIVE  # rows need not sum to 1: the kit asks no sum, telemetry logs their mass, not an entropy
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         return (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Lq, Lk)

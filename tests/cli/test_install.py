@@ -49,7 +49,7 @@ def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout
     help_text = run("attnexp", "--help").stdout
     assert "relu" in next(line for line in help_text.splitlines() if line.startswith("model: ")), help_text
     check = run("attnexp-check", "model=relu")
-    assert check.returncode == 0 and "12 checks: all passed" in check.stdout, check.stdout + check.stderr[-2000:]
+    assert check.returncode == 0 and "14 checks: all passed" in check.stdout, check.stdout + check.stderr[-2000:]
     for command, words in (("attnexp-predict", "checkpoint: best"), ("attnexp-compare", "usage: attnexp-compare")):
         proc = run(command, "--help")  # predict's config (configs/predict.yaml) is found in the wheel too
         assert proc.returncode == 0 and words in proc.stdout, proc.stdout + proc.stderr[-2000:]

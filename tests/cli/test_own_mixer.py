@@ -49,7 +49,7 @@ def test_the_example_folder_sweeps_against_dot_under_its_own_name(tmp_path):
 def test_the_kit_passes_the_example_and_names_the_check_a_leaky_mixer_fails(tmp_path):
     folder = example_folder(tmp_path)
     ok = command(folder, "attnexp.cli.check", "model=relu")
-    assert ok.returncode == 0 and "12 checks: all passed" in ok.stdout, ok.stdout + ok.stderr[-2000:]
+    assert ok.returncode == 0 and "14 checks: all passed" in ok.stdout, ok.stdout + ok.stderr[-2000:]
     shutil.copy(REPO / "tests" / "broken_mixers.py", folder / "broken_mixers.py")
     (folder / "configs" / "model" / "leaky.yaml").write_text("_target_: broken_mixers.LeaksTheFuture\n_partial_: true\n")
     leaky = command(folder, "attnexp.cli.check", "model=leaky")

@@ -1,5 +1,5 @@
-"""The conformance kit (attnexp-check) passes every built-in mixer and fails each broken one on the check that
-names its defect."""
+"""The conformance kit (attnexp-check) passes every built-in and published example mixer, at the size it is given,
+and fails each broken one on the check that names its defect."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from functools import partial
 
 import pytest
 from broken_mixers import (
+    AttendOnly,
     DeadParameter,
     DropsALastToken,
     FusedDisagrees,
@@ -15,13 +16,18 @@ from broken_mixers import (
     LeaksTheFuture,
     MixesTheBatch,
     NaiveSoftmax,
+    NaNWeights,
+    NegativeCalledNonNegative,
     SigmoidCalledSoftmax,
+    Transposes,
     UnsafeExp,
     UnseededNoise,
 )
-from helpers import model_factory, options
+from helpers import model_factory, options, published_factory
 
-from attnexp.mixers.conformance import run_checks
+from attnexp.mixers.conformance import CHECKS, Size, run_checks
+
+PUBLISHED = ["diff", "linear", "gau"]  # examples/published_attention
 
 
 def verdicts(factory) -> dict[str, bool | None]:
@@ -33,7 +39,33 @@ def test_every_built_in_mixer_passes(name, one_thread):
     results = run_checks(model_factory(name))
     failed = [f"{r.name}: {r.measured}" for r in results if r.ok is False]
     assert not failed, failed
-    assert len(results) == 12 and all(r.measured for r in results)
+    assert len(results) == len(CHECKS) == 13 and all(r.measured for r in results)
+
+
+@pytest.mark.parametrize("size", [Size(), Size(2, 16, 19, 64, 4)], ids=["small default", "width 64, 4 heads, 16 tokens"])
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_every_published_example_passes_at_two_sizes(name, size, one_thread):
+    """Signed weights (differential attention, its own attend and no score), distributions from a kernel (linear
+    attention) and non-negative weights of any sum (the gated attention unit, one head) are each held to their kind."""
+    size = size if name != "gau" else Size(size.batch, size.queries, size.keys, size.dim)  # one head
+    results = {r.name: r for r in run_checks(published_factory(name), size=size)}
+    failed = [f"{r.name}: {r.measured}" for r in results.values() if r.ok is False]
+    assert not failed, failed
+    kind = {"diff": "signed", "linear": "distributions", "gau": "non-negative"}[name]
+    assert results["weights as declared"].measured.startswith(kind) and results["token layout"].ok
+    assert f"({size.batch}, {size.queries}, {size.dim})" in results["shapes"].measured
+
+
+def test_a_mixer_that_writes_attend_and_no_score_passes(one_thread):
+    """The contract's other way in: a mechanism that is no score and normaliser overrides attend."""
+    failed = [f"{r.name}: {r.measured}" for r in run_checks(partial(AttendOnly)) if r.ok is False]
+    assert not failed, failed
+
+
+def test_a_signed_mixer_is_checked_as_signed():
+    """Differential attention's weights are negative by design: they pass as signed, with their negative share."""
+    weights = next(r for r in run_checks(published_factory("diff")) if r.name == "weights as declared")
+    assert weights.ok and "signed" in weights.measured and "of the weight negative" in weights.measured
 
 
 @pytest.mark.parametrize("factory,defect", [
@@ -46,12 +78,16 @@ def test_every_built_in_mixer_passes(name, one_thread):
     (partial(FusedDisagrees, path="auto"), "fused equals explicit"),
     (partial(MixesTheBatch), "batch independence"),
     (partial(DropsALastToken), "shapes"),
+    (partial(Transposes), "shapes"),
+    (partial(NaNWeights), "weights as declared"),
+    (partial(NegativeCalledNonNegative), "weights as declared"),
     (partial(UnseededNoise), "same seed, same output"),
     (partial(UnsafeExp), "finite in bf16"),
     (partial(IgnoresHeads), "contract options"),
 ], ids=["leaks the future", "ignores padding", "NaN on a fully masked row", "broadcasts another batch",
         "sigmoid called a distribution", "dead parameter", "fused path disagrees", "mixes the batch",
-        "drops a token", "unseeded noise", "exp overflows in bf16", "ignores heads"])
+        "drops a token", "transposes its output", "NaN weights", "negative weights not declared signed", "unseeded noise",
+        "exp overflows in bf16", "ignores heads"])
 def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect, one_thread):
     found = verdicts(factory)
     assert found[defect] is False, found
@@ -75,3 +111,42 @@ def test_a_mixer_that_cannot_do_something_says_so_and_passes(one_thread):
     assert mlp["no causal leak"].ok and "causal refused" in mlp["no causal leak"].measured
     assert mlp["key padding invisible"].ok and "masks refused" in mlp["key padding invisible"].measured
     assert mlp["fused equals explicit"].ok is None and mlp["weights as declared"].ok is None
+
+
+def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(one_thread):
+    """(B, C, L) returned for (B, L, C) has the right shape when C = L: the layout check and the longer length catch it."""
+    found = {r.name: r for r in run_checks(partial(Transposes), size=Size(3, 8, 11, 8))}
+    assert found["token layout"].ok is False and found["shapes"].ok is False, found
+    assert "self, 9 tokens: output (3, 8, 9), expected (B, Lq, C) = (3, 9, 8)" in found["shapes"].measured
+
+
+def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape(one_thread):
+    shapes = next(r for r in run_checks(partial(DropsALastToken)) if r.name == "shapes")
+    assert shapes.measured.startswith("DropsALastToken returned") and "output (3, 5, 16), expected (B, Lq, C) = (3, 6, 16)" in shapes.measured
+
+
+def test_nan_weights_are_reported_apart_from_negative_ones(one_thread):
+    nan = next(r for r in run_checks(partial(NaNWeights)) if r.name == "weights as declared")
+    assert "18 NaN or infinite weights" in nan.measured and "negative weights" not in nan.measured, nan.measured  # 3 x 6 rows
+    negative = next(r for r in run_checks(partial(NegativeCalledNonNegative)) if r.name == "weights as declared")
+    assert "negative weights (weights that may be negative say weight_kind = \"signed\")" in negative.measured
+    assert "NaN" not in negative.measured, negative.measured
+
+
+def test_the_checks_run_at_the_size_they_are_given(one_thread):
+    results = {r.name: r.measured for r in run_checks(model_factory("dot"), size=Size(2, 5, 7, 12, 3))}
+    assert "(2, 5, 12) and at 6 tokens, cross-attention from 7 keys" in results["shapes"]
+    assert results["contract options"].startswith("5 honoured")  # heads=2 too: it divides 12
+
+
+def test_a_check_that_raises_fails_pointing_into_the_mixers_code(one_thread):
+    """An error inside the mixer fails the check with the mixer's class and the line that raised it."""
+    from attnexp.mixers import DotAttention
+
+    class ScoreRaises(DotAttention):
+        def score(self, q, k):
+            raise RuntimeError("no score here")
+
+    shapes = next(r for r in run_checks(partial(ScoreRaises)) if r.name == "shapes")
+    assert shapes.ok is False and "raised RuntimeError: no score here" in shapes.measured
+    assert "(in ScoreRaises, at " in shapes.measured and "test_conformance.py:" in shapes.measured and shapes.measured.endswith("in score)")

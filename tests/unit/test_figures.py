@@ -123,3 +123,13 @@ def test_each_layer_gets_its_own_attention_figure(tmp_path):
     assert titles == ["layer 0 head 0", "layer 0 head 1"] * 2
     for fig in figures.values():
         plt.close(fig)
+
+
+def test_signed_weights_are_drawn_on_a_diverging_scale_centred_at_zero():
+    """Weights within +-0.1 (a difference of maps) on a 0-1 scale would all look alike: the scale fits them, 0 white."""
+    weights = torch.linspace(-0.08, 0.06, 16).view(1, 1, 4, 4).expand(2, 1, 4, 4)
+    for fig in (attention_figure(torch.rand(2, 1, 8, 8), [weights]), token_attention_figure(list("abcd"), [weights[0]])):
+        shown = [im for ax in fig.axes for im in ax.images if im.get_cmap().name == "RdBu_r"]
+        (clim,) = {im.get_clim() for im in shown}  # one scale for every panel
+        assert clim == pytest.approx((-0.08, 0.08))
+        plt.close(fig)

@@ -8,12 +8,17 @@ import sys
 import pytest
 from helpers import REPO
 
+from attnexp.mixers.conformance import CHECKS
+
 CASES = {
     "attnexp": ("attnexp.cli.train", ["Examples:", "attnexp --multirun model=dot,euclid data=mnist seed=0,1,2",
                                       "model: cosine, dot, euclid", "hydra/launcher: parallel (default", "basic (one after",
                                       "slurm (a SLURM cluster", "resume=false", "Exit status: 0 ok, 1 failed, 2 bad input"]),
     "attnexp-predict": ("attnexp.cli.predict", ["attnexp-predict: what a trained run predicts", "Examples:",
                                                 "attnexp-predict run=outputs/runs/", "checkpoint: best", "beam: 4", "top_k: 5"]),
+    "attnexp-check": ("attnexp.cli.check", ["attnexp-check: the conformance kit", "Examples:", "--no-speed", "seed=0",
+                                            "attnexp-check model=mine data=mnist net.dim=64", "speed line", "smoke run",
+                                            *(c.name for c in CHECKS), "permutation_equivariant", "weight_kind"]),
     "attnexp-compare": ("attnexp.cli.compare", ["usage: attnexp-compare", "Compare the runs under run or sweep folders",
                                                 "examples:", "attnexp-compare outputs/multirun/", "--baseline", "exit status: 0"]),
 }

@@ -79,3 +79,64 @@ def test_networks_build_every_mixer_through_the_contract_so_outside_ones_are_fou
     assert [m.request.causal for m in lm.modules() if is_mixer(m)] == [True, True]
     dot = model_factory("dot")(**REQUEST)
     assert build_mixer(model_factory("dot"), **REQUEST).request == dot.request  # a TokenMixer keeps its own
+
+
+def test_a_mixer_says_what_its_weights_are_in_either_spelling():
+    """weight_kind, or the older flag distributions (True: distributions, False: non-negative), whichever the nearest
+    class sets; a kind that is none of the three is refused when the mixer is built."""
+    from attnexp.mixers import DotAttention, TokenMixer, weight_kind
+
+    class OldFlagOff(DotAttention):
+        distributions = False
+
+    class OldFlagOn(TokenMixer):
+        distributions = True
+
+    class Signed(OldFlagOff):
+        weight_kind = "signed"
+
+    class Misspelt(DotAttention):
+        weight_kind = "signd"
+
+    assert [weight_kind(c(8)) for c in (DotAttention, OldFlagOff, OldFlagOn, Signed, TokenMixer)] == [
+        "distributions", "non-negative", "distributions", "signed", "non-negative"]
+    with pytest.raises(AttnexpError, match="'signd' is not a kind of weights"):
+        build_mixer(Misspelt, dim=8)
+
+
+def test_a_network_refuses_a_mixer_output_of_another_shape_naming_both_shapes():
+    """A mixer that drops a token stops at its own call, named, not at the head's matrix product."""
+    from functools import partial
+
+    from broken_mixers import DropsALastToken
+
+    from attnexp.errors import MixerError
+    from attnexp.networks import PatchClassifier
+
+    net = PatchClassifier(partial(DropsALastToken), image_size=8, channels=1, patch_size=2, num_classes=10)
+    with pytest.raises(MixerError) as raised:
+        net(torch.randn(2, 16, 4))
+    message = str(raised.value)
+    assert message.startswith("DropsALastToken.forward (") and "broken_mixers.py:" in message
+    assert "returned an output of shape (2, 15, 4) for tokens of shape (2, 16, 4)" in message
+
+
+def test_an_error_inside_a_mixer_is_explained_with_its_class_and_line():
+    """A run reports what fails inside a mixer (any error type) with the mixer's class and the line that raised it."""
+    from functools import partial
+
+    from broken_mixers import FailsInTraining
+
+    from attnexp.cli.mixer_errors import explain_mixer_failure
+    from attnexp.errors import MixerError, is_bad_input
+    from attnexp.networks import PatchClassifier
+
+    net = PatchClassifier(partial(FailsInTraining), image_size=8, channels=1, patch_size=2, num_classes=10)
+    with pytest.raises(RuntimeError) as raised:
+        net(torch.randn(2, 16, 4))
+    explained = explain_mixer_failure(raised.value)
+    assert isinstance(explained, MixerError) and not is_bad_input(explained) and explained.__cause__ is raised.value
+    assert str(explained).startswith("the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at ")
+    assert "broken_mixers.py:" in str(explained) and str(explained).endswith("in forward).")
+    unrelated = ValueError("not a mixer's")
+    assert explain_mixer_failure(unrelated) is unrelated

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnexp.callbacks.telemetry import attention_stats, gate_stats
+from attnexp.mixers import NON_NEGATIVE, SIGNED
 
 
 def test_uniform_attention_has_full_entropy_and_no_peaks():
@@ -62,6 +63,61 @@ def test_gate_spread_is_zero_for_a_dead_gate():
 def test_weights_that_are_not_distributions_get_their_mass_and_no_entropy():
     """Sigmoid weights (each on its own): an entropy of them would mean nothing, the share of weight a row gives does."""
     w = torch.full((2, 1, 4, 4), 0.5)  # every key half: rows of mass 2
-    stats = attention_stats(w, None, causal=False, distributions=False)
+    stats = attention_stats(w, None, causal=False, kind=NON_NEGATIVE)
     assert stats["mass"] == pytest.approx(2.0) and stats["max_weight"] == pytest.approx(0.5)
     assert "entropy" not in stats and "peaked" not in stats and stats["self_weight"] == pytest.approx(0.5)
+
+
+def test_signed_weights_get_their_negative_mass():
+    """A difference of maps: rows of mass 1 - lambda with negative weights; entropy would mean nothing."""
+    w = torch.tensor([[0.6, -0.1, -0.1, 0.0], [0.2, 0.2, -0.2, 0.0]]).expand(1, 1, 2, 4)
+    stats = attention_stats(w, None, causal=False, self_attention=False, kind=SIGNED)
+    assert stats["mass"] == pytest.approx(0.3) and stats["negative_mass"] == pytest.approx(0.2)
+    assert stats["min_weight"] == pytest.approx(-0.15) and stats["max_weight"] == pytest.approx(0.4)
+    assert "entropy" not in stats and "peaked" not in stats
+
+
+def module_for(mixer_factory, x):
+    """A stand-in for the training module and trainer, with what the telemetry callback reads of them."""
+    from types import SimpleNamespace
+
+    from pytorch_lightning.plugins.precision import Precision
+
+    from attnexp.networks import PatchClassifier
+    from attnexp.tasks import ImageClassification
+
+    logged = {}
+    net = PatchClassifier(mixer_factory, image_size=8, channels=1, patch_size=2, num_classes=10, dim=8)
+    module = SimpleNamespace(net=net, device=torch.device("cpu"), task=ImageClassification(), log_dict=lambda v, **_: logged.update(v),
+                             trainer=SimpleNamespace(precision_plugin=Precision()))
+    trainer = SimpleNamespace(sanity_checking=False, datamodule=SimpleNamespace(val_dataloader=lambda: [(x, None)]))
+    return module, trainer, logged
+
+
+def test_the_telemetry_gets_weights_and_scores_through_the_contract_only(caplog):
+    """An attend-only mixer (no score) is measured from forward(..., need_weights=True); scores come through the
+    documented hook where a mixer offers it; a mixer with no weights gets one line and no telemetry."""
+    import logging
+    from functools import partial
+
+    from broken_mixers import AttendOnly, NoWeights
+
+    from attnexp.callbacks.telemetry import AttentionTelemetry
+    from attnexp.mixers import DotAttention
+
+    x = torch.randn(4, 16, 4)
+    module, trainer, logged = module_for(partial(AttendOnly), x)
+    AttentionTelemetry().on_validation_epoch_end(trainer, module)
+    assert {"attn/layer0/entropy", "attn/layer0/max_weight"} <= logged.keys(), logged
+    assert "attn/layer0/score_max" not in logged  # its own attend offers no scores
+    module, trainer, logged = module_for(partial(DotAttention), x)
+    AttentionTelemetry().on_validation_epoch_end(trainer, module)
+    assert {"attn/layer0/entropy", "attn/layer0/score_max", "attn/layer0/nonfinite"} <= logged.keys(), logged
+    module, trainer, logged = module_for(partial(NoWeights), x)
+    with caplog.at_level(logging.INFO, logger="attnexp.weights"):
+        AttentionTelemetry().on_validation_epoch_end(trainer, module)
+        AttentionTelemetry().on_validation_epoch_end(trainer, module)
+    assert not logged
+    assert [r.getMessage() for r in caplog.records] == [
+        "NoWeights returns no attention weights (forward(..., need_weights=True) gave None): no attention telemetry "
+        "and no attention figures for this run."]

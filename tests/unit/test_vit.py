@@ -10,7 +10,7 @@ from helpers import model_factory, options
 
 from attnexp.data import patchify
 from attnexp.errors import AttnexpError
-from attnexp.mixers import DenseMixer, DotAttention, EuclidAttention
+from attnexp.mixers import DISTRIBUTIONS, DenseMixer, DotAttention, EuclidAttention, weight_kind
 from attnexp.networks import VisionTransformer
 
 VARIANTS = {name: model_factory(name) for name in options("model")}  # each as its config builds it
@@ -53,7 +53,7 @@ def test_every_variant_runs_with_its_maps(variant):
     net = VisionTransformer(VARIANTS[variant], 8, 1, 2, 10, dim=16, depth=2, heads=2)
     logits, maps = net(torch.randn(5, 16, 4), need_weights=True)
     assert logits.shape == (5, 10) and len(maps) == 2
-    distributions = net.blocks[0].mixer.distributions
+    distributions = weight_kind(net.blocks[0].mixer) == DISTRIBUTIONS
     for m in maps:  # attention: (B, H, L, L) weights in [0, 1], rows that sum to 1 where distributions; se: gates; mlp: none
         assert m is None or m.shape in ((5, 2, 17, 17), (5, 16))
         if m is not None and m.dim() == 4:

@@ -1,0 +1,105 @@
+"""What every check of the kit shares: the size it checks at, the mixer's factory, the random inputs, and how a
+difference is measured."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnexp.mixers.contract import MixerRequest, make_mixer
+
+TOL = 1e-5  # relative: rounding of one formula computed in another order (another batch size, another kernel)
+FUSED_TOL = 1e-4  # relative: a fused path against the explicit formula
+ZERO_GRAD = 1e-6  # a gradient below this share of the largest is taken as zero
+Factory = Callable[..., nn.Module]
+Outcome = tuple[bool | None, str]  # passed (None: does not apply), and what was measured
+
+
+@dataclass(frozen=True)
+class Size:
+    """What the kit checks at: ``batch`` samples of ``queries`` tokens of width ``dim`` (self-attention), ``keys``
+    context tokens for cross-attention (a number other than ``queries``, so a mix-up of the two shows), and ``heads``
+    (None: the mixer's own ``model.heads``). The default is small; :meth:`of` takes a network's."""
+
+    batch: int = 3
+    queries: int = 6
+    keys: int = 9
+    dim: int = 16
+    heads: int | None = None
+
+    @classmethod
+    def of(cls, request: MixerRequest, batch: int = 3) -> Size:
+        """The size a network asks its mixer for: its width, heads and number of tokens (the default's when not fixed)."""
+        queries = request.num_tokens or cls.queries
+        return cls(batch, queries, queries + 3, request.dim, request.heads)
+
+    def describe(self) -> str:
+        heads = f"{self.heads} head{'s' * (self.heads != 1)}" if self.heads else "the mixer's heads"
+        return f"width {self.dim}, {heads}, batch {self.batch}, {self.queries} tokens ({self.keys} keys for cross-attention)"
+
+
+@dataclass
+class Result:
+    """One check: ``ok`` True (passed), False (failed) or None (does not apply), and what was measured."""
+
+    name: str
+    ok: bool | None
+    measured: str
+
+
+class Kit:
+    """The mixer's factory, the size and the random inputs every check uses."""
+
+    def __init__(self, factory: Factory, seed: int = 0, size: Size | None = None) -> None:
+        self.factory, self.seed, self.size = factory, seed, size or Size()
+        self.gen = torch.Generator().manual_seed(seed + 1)
+        s = self.size
+        self.x = self.noise(s.batch, s.queries, s.dim)  # (B, Lq, C)
+        self.context = self.noise(s.batch, s.keys, s.dim)  # (B, Lk, C)
+
+    def build(self, **request: object) -> nn.Module:
+        """The mixer for ``request`` (self-attention over the queries unless ``num_tokens`` says otherwise), built
+        after seeding torch with the kit's seed, in eval mode, without the output guard of a network's mixers (the
+        checks measure what it returns)."""
+        torch.manual_seed(self.seed)
+        s = self.size
+        base = {"dim": s.dim, "num_tokens": s.queries, **({"heads": s.heads} if s.heads else {})}
+        return make_mixer(self.factory, **{**base, **request}).eval()
+
+    def noise(self, *shape: int) -> Tensor:
+        return torch.randn(*shape, generator=self.gen)
+
+    def padding_mask(self, keys: int) -> Tensor:
+        """Sample b hides its last b + 1 keys (at most all but one).  # (B, 1, 1, Lk)"""
+        hidden = (1 + torch.arange(self.size.batch)).clamp_max(keys - 1)
+        return (torch.arange(keys) < keys - hidden[:, None]).view(self.size.batch, 1, 1, keys)
+
+    def sees_nothing(self, keys: int) -> Tensor:
+        """Every query of sample 0 sees no key; the other samples see them all.  # (B, 1, 1, Lk)"""
+        mask = torch.ones(self.size.batch, 1, 1, keys, dtype=torch.bool)
+        mask[0] = False
+        return mask
+
+
+def relative(a: Tensor, b: Tensor) -> float:
+    """Largest |a - b| over (1 + the largest |b|); NaN anywhere counts as infinite, another shape too."""
+    if a.shape != b.shape:
+        return math.inf
+    a, b = a.detach().float(), b.detach().float()
+    diff = (a - b).abs()
+    if diff.numel() == 0:
+        return 0.0
+    if not torch.isfinite(diff).all():
+        return math.inf
+    return float(diff.max()) / (1.0 + float(b.abs().max()))
+
+
+def short(err: BaseException) -> str:
+    """The first sentence of an error's message."""
+    text = " ".join(str(err).split())
+    first = text.split(". ")[0].rstrip(".")
+    return first if len(first) <= 160 else first[:157] + "..."

@@ -1,0 +1,74 @@
+"""Checks of what a call returns and where: its shapes, its token layout, and that samples stay apart."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnexp.errors import AttnexpError
+from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, relative, short
+
+
+def shapes(kit: Kit) -> Outcome:
+    """Self-attention gives (B, Lq, C) at the checked length and at one more token (so that an output in another
+    layout shows even where the width equals the length), weights (B, H, Lq, Lq); cross-attention from Lk keys
+    gives (B, Lq, C) and weights (B, H, Lq, Lk). A wrong shape is named beside the expected one."""
+    s, wrong = kit.size, []
+    mixer = kit.build()
+    wrong += call_shapes(mixer, "self", kit.x, None, s.queries)
+    measured = f"self-attention {tuple(kit.x.shape)}"
+    try:
+        longer = kit.noise(s.batch, s.queries + 1, s.dim)
+        wrong += call_shapes(kit.build(num_tokens=s.queries + 1), f"self, {s.queries + 1} tokens", longer, None, s.queries + 1)
+        measured += f" and at {s.queries + 1} tokens"
+    except AttnexpError as err:
+        measured += f"; {s.queries + 1} tokens refused: {short(err)}"
+    try:
+        cross = kit.build(num_tokens=s.keys, causal=False)
+        wrong += call_shapes(cross, "cross", kit.x, kit.context, s.keys)
+        measured += f", cross-attention from {s.keys} keys"
+    except AttnexpError as err:
+        measured += f"; cross-attention refused: {short(err)}"
+    if wrong:
+        return False, f"{type(mixer).__name__} returned " + "; ".join(wrong)
+    return True, measured + ": outputs (B, Lq, C)"
+
+
+def call_shapes(mixer: nn.Module, label: str, x: Tensor, context: Tensor | None, keys: int) -> list[str]:
+    """What is wrong with the shapes of one call, with and without weights: expected beside actual."""
+    wrong = []
+    for need_weights in (False, True):
+        out, weights = mixer(x, context=context, need_weights=need_weights)
+        if out.shape != x.shape:
+            wrong.append(f"{label}: output {tuple(out.shape)}, expected (B, Lq, C) = {tuple(x.shape)}")
+        heads = getattr(mixer, "heads", None)
+        expected = (x.shape[0], heads or "H", x.shape[1], keys)
+        if weights is not None and weights.dim() == 4 and (
+                weights.shape[0] != x.shape[0] or weights.shape[-2:] != (x.shape[1], keys) or (heads and weights.shape[1] != heads)):
+            wrong.append(f"{label}: weights {tuple(weights.shape)}, expected (B, H, Lq, Lk) = ({', '.join(map(str, expected))})")
+    return sorted(set(wrong), key=wrong.index)
+
+
+def token_layout(kit: Kit) -> Outcome:
+    """For a mixer that declares ``permutation_equivariant`` (no positions inside it): permuting the tokens of a
+    non-causal self-attention permutes its output the same way, so an output returned in another layout (tokens and
+    width swapped where they are equal in number) shows."""
+    mixer = kit.build(causal=False)
+    if not getattr(mixer, "permutation_equivariant", False):
+        return None, f"{type(mixer).__name__} does not declare permutation_equivariant (a mixer with positions inside)"
+    order = torch.randperm(kit.size.queries, generator=kit.gen)
+    if torch.equal(order, torch.arange(kit.size.queries)):
+        order = order.roll(1)  # a permutation that moves something
+    worst = max(relative(mixer(kit.x[:, order], need_weights=w)[0], mixer(kit.x, need_weights=w)[0][:, order]) for w in (False, True))
+    return worst <= TOL, f"largest difference between mixing permuted tokens and permuting the output {worst:.2g}"
+
+
+def batch_independence(kit: Kit) -> Outcome:
+    """A sample's output is the same alone as in a batch, and whatever the other samples hold."""
+    mixer, changed = kit.build(), kit.x.clone()
+    changed[1:] = kit.noise(kit.size.batch - 1, kit.size.queries, kit.size.dim)
+    worst = 0.0
+    for w in (False, True):
+        out = mixer(kit.x, need_weights=w)[0]
+        worst = max(worst, relative(mixer(kit.x[:1], need_weights=w)[0], out[:1]), relative(mixer(changed, need_weights=w)[0][:1], out[:1]))
+    return worst <= TOL, f"largest change of sample 0 {worst:.2g} (alone, or beside other samples)"
