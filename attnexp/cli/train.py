@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import stop_request
 from attnexp.cli import failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
-from attnexp.cli.mixer_errors import explain_mixer_failure, keep_traceback, log_file
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
+from attnexp.cli.mixer_errors import explain_mixer_failure, keep_traceback, log_file
 from attnexp.cli.typos import check_composition, check_words
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError
