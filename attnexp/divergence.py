@@ -40,5 +40,5 @@ class LossWatch:
                 f"The training loss became NaN or infinite at step {steps[int(bad[0])]} (epoch {epoch}). "
                 f"Training stopped; {kept}. Usual causes: "
                 "a learning rate that is too high (module.optimizer.lr), or 16-bit precision overflow "
-                "(try trainer.precision=32-true or bf16-mixed); module.gradient_clip_val=1.0 also helps."
+                "(try trainer.precision=32-true or bf16-mixed); trainer.gradient_clip_val=1.0 also helps."
             )

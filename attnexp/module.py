@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytorch_lightning as pl
@@ -15,31 +14,22 @@ from attnexp.divergence import LossWatch
 from attnexp.rules import check
 from attnexp.tasks import Task
 
-# training_step takes the loader's iterator on purpose; Lightning warns that this is experimental and batch_idx approximate.
-warnings.filterwarnings("ignore", message=r".*`dataloader_iter`", module="pytorch_lightning")
-
-
 class TaskModule(pl.LightningModule):
-    """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics.
+    """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics, under Lightning's automatic
+    optimization: the Trainer's ``gradient_clip_val``, ``gradient_clip_algorithm`` and ``accumulate_grad_batches`` apply
+    as in any Lightning script, and the schedule steps at ``scheduler_interval`` (a plateau schedule after each
+    validation, on its ``val/loss``).
 
-    Each call of :meth:`training_step` trains on up to ``steps_per_call`` batches, one optimizer step
-    each (per ``accumulate_grad_batches``), with the updates of one batch per call: Lightning's fixed
-    cost per call is paid once for all. The module steps the optimizer itself (manual optimization),
-    so it owns clipping, accumulation and the schedule; ``global_step`` counts optimizer steps.
-
-    Training statistics are summed on the device and logged once per epoch, so
-    a training step never waits on the host; ``log_every_n_steps > 0`` adds
-    step-level ``train/loss_step`` for users who ask for it. Validation and test
-    use torchmetrics. The losses are kept and checked every ``divergence_check_every``
-    batches (one host sync each time): when one is NaN or infinite, training then
-    stops with :class:`DivergedError` naming the first bad step, before the
-    bad weights reach a checkpoint. Checkpoints carry the RNG states, so a
-    resumed run continues exactly as an uninterrupted one would.
+    Training statistics are summed on the device and logged once per epoch, so a training step never waits on the
+    host; ``trainer.log_every_n_steps > 0`` adds step-level ``train/loss_step``. Validation and test use
+    torchmetrics. The losses are kept and checked every ``divergence_check_every`` batches (one host sync each time):
+    when one is NaN or infinite, training then stops with :class:`DivergedError` naming the first bad step, before
+    the bad weights reach a checkpoint. Checkpoints carry the RNG states, so a resumed run continues exactly as an
+    uninterrupted one would.
 
     Logged per epoch, with the epoch (counted from 1; for test metrics the epoch of the checkpoint tested) as the x
-    value: ``train/loss``, ``train/acc``, ``train/lr``,
-    ``val/loss``, ``val/acc_best``, ``test/loss``, then the task's metrics under ``val/`` and
-    ``test/`` (``acc``) and those it derives from each stage's loss (``ppl``).
+    value: ``train/loss``, ``train/acc``, ``train/lr``, ``val/loss``, ``val/acc_best``, ``test/loss``, then the task's
+    metrics under ``val/`` and ``test/`` (``acc``) and those it derives from each stage's loss (``ppl``).
     """
 
     def __init__(
@@ -49,28 +39,17 @@ class TaskModule(pl.LightningModule):
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
         compile: bool = False,
-        log_every_n_steps: int = 0,
         divergence_check_every: int = 20,
-        steps_per_call: int = 8,
-        gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str = "norm",
-        accumulate_grad_batches: int = 1,
         scheduler_interval: str = "epoch",
         weight_decay_on: str = "all",
     ) -> None:
         super().__init__()
-        check("module", steps_per_call=steps_per_call, accumulate_grad_batches=accumulate_grad_batches,
-              gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm,
-              scheduler_interval=scheduler_interval, weight_decay_on=weight_decay_on)
-        self.automatic_optimization = False  # several optimizer steps per call: see training_step
-        self.steps_per_call, self.accumulate_grad_batches = steps_per_call, accumulate_grad_batches
-        self.gradient_clip_val, self.gradient_clip_algorithm = gradient_clip_val, gradient_clip_algorithm
+        check("module", scheduler_interval=scheduler_interval, weight_decay_on=weight_decay_on)
         self.scheduler_interval, self.weight_decay_on = scheduler_interval, weight_decay_on
         self.net, self.task = net, task
         if compile:
             net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.log_every_n_steps = log_every_n_steps
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes, "val"))
         self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes, "test"))
@@ -85,15 +64,6 @@ class TaskModule(pl.LightningModule):
         self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
         self.loaded_epoch: int | None = None  # Lightning's epoch index of the checkpoint last loaded
         self.tested_epoch: int | None = None  # the epoch (from 1) whose weights the test measures
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """Plain attributes that already exist are set directly, skipping nn.Module's parameter,
-        module and buffer bookkeeping: Lightning sets a few (the running hook's name) around every
-        hook, about 40 times a training step, which cost 3-5% of a small model's step."""
-        if name in self.__dict__ and not isinstance(value, (Tensor, nn.Module)):
-            object.__setattr__(self, name, value)
-        else:
-            super().__setattr__(name, value)
 
     def forward(self, x: Tensor) -> Tensor:
         """The network's logits for ``x``, called as the task calls it (an encoder-decoder decodes greedily)."""
@@ -110,33 +80,10 @@ class TaskModule(pl.LightningModule):
     def on_train_epoch_start(self) -> None:
         self.train_loss_sum.zero_(), self.train_correct.zero_()
         self.train_count = self.train_samples = 0
+        self.val_loss_this_epoch = None
 
-    def training_step(self, dataloader_iter: Iterator) -> None:
-        """Train on the loader's next ``steps_per_call`` batches (fewer at the end of the epoch or of ``max_steps``).
-
-        Each batch goes through the same hooks as in Lightning's own loop (``on_before_batch_transfer``,
-        the move to the device, ``on_after_batch_transfer``) just before its own step, so random
-        augmentation and dropout draw their numbers in the same order whatever ``steps_per_call`` is.
-        """
-        trainer, optimizer = self.trainer, self.optimizers()
-        for _ in range(self._batches_per_call()):
-            if dataloader_iter.done or 0 <= trainer.max_steps <= self.global_step:
-                break
-            batch, batch_idx, _ = next(dataloader_iter)
-            batch = self._on_before_batch_transfer(trainer.precision_plugin.convert_input(batch))
-            self._train_on(trainer.strategy.batch_to_device(batch), optimizer, batch_idx, last=dataloader_iter.done)
-
-    def _batches_per_call(self) -> int:
-        """``steps_per_call``, or 1 where Lightning needs a call per batch: data-parallel training (each DDP
-        forward must meet its own backward) and validation by batch count (Lightning counts calls)."""
-        trainer = self.trainer
-        by_batches = trainer.val_check_batch is not None and (
-            trainer.val_check_batch < trainer.num_training_batches or trainer.check_val_every_n_epoch is None)
-        return 1 if trainer.world_size > 1 or by_batches else self.steps_per_call
-
-    def _train_on(self, batch: tuple[Tensor, Tensor], optimizer: Any, batch_idx: int, last: bool) -> None:
-        """Forward and backward on one batch; an optimizer step every ``accumulate_grad_batches`` batches and at the
-        epoch's last batch (as Lightning steps), with clipping (:meth:`on_before_optimizer_step`) and a per-step schedule."""
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        """The loss of one batch; its sums for the epoch's ``train/loss`` and ``train/acc`` stay on the device."""
         loss, logits, y = self._step(batch)
         count = self.task.count(y)  # an int, or a tensor where the task scores some targets only
         with torch.no_grad():  # small ops, no host sync
@@ -148,30 +95,18 @@ class TaskModule(pl.LightningModule):
         self.losses.note(self.global_step, loss)
         self.train_count += count
         self.train_samples += len(batch[0])
-        self.manual_backward(loss / self.accumulate_grad_batches if self.accumulate_grad_batches > 1 else loss)
-        if last or (batch_idx + 1) % self.accumulate_grad_batches == 0:
-            if self.log_every_n_steps and self.global_step % self.log_every_n_steps == 0:
-                for logger in self.loggers:  # directly: Lightning would log once per call
-                    logger.log_metrics({"train/loss_step": loss.item()}, step=self.global_step)
-            self.last_lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()  # counts global_step
-            optimizer.zero_grad()
-            if self.scheduler_interval == "step" or last:  # an epoch schedule steps after the epoch's last batch, as in
-                self._step_scheduler(plateau=False)        # Lightning's loop: before validation and its checkpoint
+        if self.trainer.log_every_n_steps:
+            self.log("train/loss_step", loss, on_step=True, on_epoch=False, batch_size=1)
+        return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Clip after the gradients are complete (and unscaled, in 16-bit precision), as Lightning's automatic loop does."""
-        if self.gradient_clip_val:
-            self.clip_gradients(optimizer, self.gradient_clip_val, self.gradient_clip_algorithm)
+        self.last_lr = optimizer.param_groups[0]["lr"]
 
-    def _step_scheduler(self, plateau: bool) -> None:
-        """Step the schedule if it is (``plateau``: on this epoch's ``val/loss``) or is not a plateau schedule."""
-        scheduler = self.lr_schedulers()
-        if scheduler is None or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) != plateau:
-            return
-        if not plateau:
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """A plateau schedule steps on this epoch's ``val/loss`` (an epoch without validation keeps the rate)."""
+        if not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             scheduler.step()
-        elif self.val_loss_this_epoch is not None:  # an epoch without validation keeps the rate
+        elif self.val_loss_this_epoch is not None:
             scheduler.step(self.val_loss_this_epoch)
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -197,8 +132,6 @@ class TaskModule(pl.LightningModule):
         loss = self.train_loss_sum / n
         values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}
         self.log_dict({**values, **self._epoch_step()}, sync_dist=True, batch_size=1)  # one value per epoch: no weights
-        self._step_scheduler(plateau=True)  # after this epoch's validation
-        self.val_loss_this_epoch = None
 
     def _epoch_step(self) -> dict[str, float]:
         """Lightning's ``step`` key: per-epoch curves get the epoch, counted from 1, as their x value (not the optimizer
@@ -252,4 +185,9 @@ class TaskModule(pl.LightningModule):
         optimizer = self.optimizer_factory(params=params)
         if self.scheduler_factory is None:
             return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.scheduler_factory(optimizer=optimizer)}  # stepped by _step_scheduler
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # after each validation: lr_scheduler_step
+            schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss", "strict": False}
+        else:
+            schedule = {"scheduler": scheduler, "interval": self.scheduler_interval}
+        return {"optimizer": optimizer, "lr_scheduler": schedule}

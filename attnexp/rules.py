@@ -64,10 +64,6 @@ RULES: dict[str, Rule] = {
     "stride": _positive_int("a positive integer (tokens between training windows), or null for the context"),
     "windows": _positive_int("a positive integer (training windows per epoch at random starts), or null for strided windows"),
     "crop_padding": Rule(int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"),
-    "steps_per_call": _positive_int("a positive integer (training batches per Lightning call; the results do not depend on it)"),
-    "accumulate_grad_batches": _positive_int("a positive integer (batches whose gradients add up to one optimizer step)"),
-    "gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
-    "gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' (the gradients' total norm) or 'value' (each element)", "norm"),
     "scheduler_interval": Rule(str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"),
     "weight_decay_on": Rule(str, lambda v: v in ("all", "matrices"), "'all' or 'matrices' (weights of 2 or more dimensions only)", "matrices"),
 }

@@ -17,8 +17,7 @@ validates every epoch and tests at the end. Tasks (``--task``): ``mnist`` (the o
 model, ``model=dot data=mnist``, batch 64), ``vit`` (``experiment=vit_mnist``, batch 128) and ``lm``
 (char-level next-token model on tinyshakespeare, context 128, batch 64). ``--repeats`` alternates
 A, B, Bd, C, L and reports medians; ``--compile`` adds A with ``module.compile=true``: its compile time is
-its fit time minus A's, and the median steps compare; ``--calls 1 4 16`` adds A with other
-``module.steps_per_call`` values (A's step times are per optimizer step: a call's time over its steps).
+its fit time minus A's, and the median steps compare.
 
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --epochs 5
     ATTNEXP_DATA_DIR=/path/to/data python scripts/bench_pipeline.py --task vit --epochs 2 --steps 200 --repeats 2
@@ -72,12 +71,10 @@ def config(args: argparse.Namespace, compile: bool = False) -> DictConfig:
         return compose("train", overrides=overrides, return_hydra_config=True)
 
 
-def runner(args: argparse.Namespace, out: Path, compile: bool = False, steps_per_call: int | None = None) -> dict[str, float]:
+def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[str, float]:
     """(A) the runner's path: compose the CLI's config and call ``attnexp.cli.train.train``."""
     cfg = config(args, compile)
     with open_dict(cfg):
-        if steps_per_call is not None:
-            cfg.module.steps_per_call = steps_per_call
         cfg.callbacks.step_timer = {"_target_": "__main__.StepTimer"}
         cfg.hydra.runtime.output_dir = str(out)
     HydraConfig.instance().set_config(cfg)
@@ -91,8 +88,7 @@ def runner(args: argparse.Namespace, out: Path, compile: bool = False, steps_per
 
 
 class StepTimer(pl.Callback):
-    """Wall time per optimizer step of A: each Lightning call's time over the steps it made (CPU work is
-    synchronous, so no device sync is needed)."""
+    """Wall time per optimizer step of A (CPU work is synchronous, so no device sync is needed)."""
 
     last: StepTimer
 
@@ -144,13 +140,11 @@ def classic_items(dm: pl.LightningDataModule, split: str) -> Dataset:
 
 
 class PerStepLogging(TaskModule):
-    """(B) the runner's module written the classic way: Lightning's automatic optimization (one batch
-    per call), training metrics as torchmetrics updated and logged (``on_epoch=True``) at every
-    training step, no divergence check."""
+    """(B) the runner's module written the classic way: training metrics as torchmetrics updated and logged
+    (``on_epoch=True``) at every training step, no divergence check."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.automatic_optimization = True
         self.train_loss_metric, self.train_acc_metric = MeanMetric(), MulticlassAccuracy(self.net.num_classes, average="micro")
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -246,8 +240,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="alternate the pipelines this many times; report medians")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for every pipeline (1: the machine is shared)")
     parser.add_argument("--compile", action="store_true", help="also run A with module.compile=true")
-    parser.add_argument("--calls", type=int, nargs="*", default=[], metavar="K",
-                        help="also run A with module.steps_per_call=K (rows 'A K=...')")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0")
     parser.add_argument("--data-dir", default=os.environ.get("ATTNEXP_DATA_DIR", "data"))
     args = parser.parse_args()
@@ -264,8 +256,6 @@ def main() -> None:
                     "L bare": lambda o: bare(args, cfg, dm, o)}
             if args.compile:
                 runs["A compile"] = lambda o: runner(args, o, compile=True)
-            for k in args.calls:
-                runs[f"A K={k}"] = lambda o, k=k: runner(args, o, steps_per_call=k)
             for name, run in runs.items():
                 out = Path(tmp) / f"{name.replace(' ', '_')}{r}"
                 out.mkdir()
@@ -290,9 +280,6 @@ def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
           f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.10)   "
           f"A total wall incl. data, test, figures {a['wall_s']:.1f} s")
     print(f"Lightning's floor: L/C time {floor['seconds'] / c['seconds']:.2f}x; A/L {a['seconds'] / floor['seconds']:.2f}x (the runner's callbacks, logger, checkpoints)")
-    for name, m in med.items():
-        if name.startswith("A K="):
-            print(f"{name}: A/C time {m['seconds'] / c['seconds']:.2f}x, median step {m['step_ms']:.3f} ms (A: {a['step_ms']:.3f} ms)")
     if "A compile" in med:
         m = med["A compile"]
         print(f"A compile: fit {m['seconds']:.1f} s = {m['seconds'] / a['seconds']:.2f}x A: {m['seconds'] - a['seconds']:.1f} s of compiling "

@@ -90,7 +90,7 @@ class MetricsFileWriter(pl.Callback):
         self.record.update(run.record() if self.run else {}, **code_and_machine(trainer, pl_module))
         batch = getattr(trainer.datamodule, "batch_size", None)
         if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
-            steps = int(getattr(pl_module, "accumulate_grad_batches", 1) or 1)
+            steps = trainer.accumulate_grad_batches
             self.record.update(batch_size=batch, effective_batch_size=batch * trainer.world_size * steps)
         task = pl_module.task
         self.record.update(classes=pl_module.net.num_classes, summary=list(task.summary.items()), monitor=task.monitor, mode=task.mode)

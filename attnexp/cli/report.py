@@ -36,7 +36,7 @@ def effective_batch_size(batch: Any, trainer: Any) -> int | None:
     """Samples per optimizer step: the batch size times the devices (data-parallel training) and accumulated batches."""
     if not isinstance(batch, int):
         return None
-    return batch * trainer.world_size * int(getattr(trainer.lightning_module, "accumulate_grad_batches", 1) or 1)
+    return batch * trainer.world_size * trainer.accumulate_grad_batches
 
 
 def job_name() -> str:

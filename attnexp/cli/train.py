@@ -62,9 +62,10 @@ def network_options() -> list[tuple[str, str]]:
     return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((Path(CONFIG_DIR) / "net").glob("*.yaml"))]
 
 
-def train(cfg: DictConfig, settings: Settings) -> dict[str, float]:
+def train(cfg: DictConfig, settings: Settings | None = None) -> dict[str, float]:
     """Run one experiment described by ``cfg`` (``settings``: what it records of them); return the final metrics."""
     check_config(cfg)
+    settings = settings or run_settings(cfg)
     output_dir = Path(cfg.paths.output_dir)
     ckpt_path, resumed = cfg.get("ckpt_path"), False
     if cfg.get("resume"):

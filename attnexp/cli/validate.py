@@ -25,6 +25,9 @@ CONFIG_RULES = {
     "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: no limit, use trainer.max_steps)", "5"),
     "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
     "module.optimizer.lr": Rule(float, lambda v: v > 0, "a positive number such as 3e-3", "3e-3"),
+    "trainer.accumulate_grad_batches": Rule(int, lambda v: v > 0, "a positive integer (batches whose gradients add up to one optimizer step)", "4"),
+    "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
+    "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' (the gradients' total norm) or 'value' (each element), or null for norm", "norm"),
 }
 
 
@@ -38,7 +41,6 @@ def check_config(cfg: DictConfig) -> None:
         if isinstance(node, DictConfig):
             _check_arguments(group, node)
     check_schedule_length(cfg)
-    check_module_owned(cfg)
 
 
 def _check_arguments(prefix: str, node: DictConfig) -> None:
@@ -130,21 +132,6 @@ def check_optimizer_arguments(cfg: DictConfig) -> None:
             f"(it takes {', '.join(takes)}). Remove the key with "
             f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
         )
-
-
-MODULE_OWNED = ("gradient_clip_val", "gradient_clip_algorithm", "accumulate_grad_batches")
-
-
-def check_module_owned(cfg: DictConfig) -> None:
-    """Clipping and accumulation are the module's (it steps the optimizer itself); Lightning refuses them as Trainer arguments."""
-    for key in MODULE_OWNED:
-        value = OmegaConf.select(cfg, f"trainer.{key}", default=None)
-        if value is not None:
-            raise AttnexpError(
-                f"trainer.{key}={value} is not a Trainer setting here: the module makes the optimizer steps "
-                f"(several per Lightning call, module.steps_per_call), so it does the clipping and accumulation. "
-                f"Use module.{key}={value} instead."
-            )
 
 
 def check_schedule_length(cfg: DictConfig) -> None:

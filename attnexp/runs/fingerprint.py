@@ -28,7 +28,8 @@ NOT_METHOD = (
     "trainer.default_root_dir", "trainer.accelerator", "trainer.deterministic", "trainer.enable_progress_bar",
     "trainer.enable_model_summary", "trainer.enable_checkpointing", "trainer.log_every_n_steps",
     "trainer.num_sanity_val_steps",  # where it runs (recorded as the device), what is shown
-    "module.steps_per_call", "module.compile", "module.log_every_n_steps", "module.divergence_check_every",  # speed
+    "module.compile", "module.divergence_check_every",  # speed
+    "module.steps_per_call", "module.log_every_n_steps",  # speed and display keys that records of earlier versions hold
     "data.root", "data.download", "data.eval_batch_size", "data.num_workers",  # where data lives, evaluation batching
     "task.num_attention", "task.num_predictions", "task.max_tokens", "task.top_k", "task.num_examples",  # figures
 )

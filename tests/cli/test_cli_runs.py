@@ -48,8 +48,16 @@ def test_logger_none_trains_and_records(cli):
     assert read_metrics(run)["status"] == "ok" and not list(run.rglob("events.out.tfevents.*"))
 
 
+def test_lightning_clipping_and_accumulation_are_trainer_settings(cli):
+    root, _ = cli("trainer.gradient_clip_val=1.0", "trainer.accumulate_grad_batches=4", *FAST)
+    (run,) = run_dirs(root / "outputs")
+    record = read_metrics(run)
+    assert record["status"] == "ok" and record["effective_batch_size"] == 4 * record["batch_size"]
+    assert record["config"]["trainer"]["gradient_clip_val"] == 1.0
+
+
 def test_step_level_loss_when_asked_for(cli):
-    root, _ = cli("module.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
+    root, _ = cli("trainer.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
     scalars = read_events(run_dirs(root / "outputs")[0]).scalars
     assert len(scalars["train/loss_step"]) == 3 and len(scalars["train/loss"]) == 1  # steps 0, 2, 4 and the epoch
 

@@ -56,7 +56,7 @@ def test_training_statistics_count_answers_only():
     torch.manual_seed(0)
     dm = RecallDataModule(vocab=6, seq_len=8, train_size=64, val_size=16, test_size=16, batch_size=16)
     net = LanguageModel(model_factory("dot", heads=1), **dm.spec, dim=8, depth=1, dropout=0.0)
-    module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.SGD(params, lr=0.0), steps_per_call=2)
+    module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
     trainer.fit(module, datamodule=dm)

@@ -67,7 +67,7 @@ def test_option_composes_and_instantiates(group, option, tmp_path):
 def test_scheduler_is_picked_without_plus(option, tmp_path):
     cfg = compose_cfg([f"module/scheduler={option}"], tmp_path)
     module = instantiate(cfg.module, net=instantiate(cfg.net, **instantiate(cfg.data).spec), task=instantiate(cfg.task))
-    schedule = module.configure_optimizers()["lr_scheduler"]
+    schedule = module.configure_optimizers()["lr_scheduler"]["scheduler"]  # with its interval, in Lightning's form
     expected = {"cosine": "CosineAnnealingLR", "plateau": "ReduceLROnPlateau", "warmup_cosine": "SequentialLR"}
     assert type(schedule).__name__ == expected[option]
 

@@ -26,7 +26,7 @@ def settings_of(overrides, tmp_path):
 def test_the_fingerprint_counts_settings_not_their_spelling_nor_options_that_cannot_change_the_method(tmp_path):
     _, plain = settings_of(["model=dot"], tmp_path / "a")
     _, spelled = settings_of(["module.optimizer.lr=0.003", "threads=1", "seed=4", "paths.log_dir=elsewhere",
-                              "trainer.accelerator=cpu", "module.steps_per_call=2", "callbacks.progress_bar.refresh_rate=0",
+                              "trainer.accelerator=cpu", "module.divergence_check_every=5", "callbacks.progress_bar.refresh_rate=0",
                               "logger=csv"], tmp_path / "b")
     _, other = settings_of(["module.optimizer.lr=0.01"], tmp_path / "c")
     _, budget = settings_of(["trainer.max_epochs=6"], tmp_path / "d")
