@@ -60,7 +60,6 @@ class SweepCallback(Callback):
             sweep_signals.install()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_signals.shut_down_workers()
         sweep_dir = Path(config.hydra.sweep.dir)
         runs, refused = find_runs([sweep_dir]), refusals.refused(sweep_dir)
         if stop_request.requested():

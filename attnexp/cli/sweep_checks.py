@@ -3,6 +3,7 @@ that would share a folder. Each failure is one paragraph on stderr and exit stat
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import sys
@@ -45,14 +46,17 @@ def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None
     sweeper = config.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return None
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
     parser = OverridesParser.create()
-    batches = BasicSweeper.split_arguments(parser.parse_overrides(list(config.hydra.overrides.task)), sweeper.get("max_batch_size"))
-    jobs = [job for batch in batches for job in batch]
+    parsed = parser.parse_overrides(list(config.hydra.overrides.task))
+    try:  # the basic sweeper's jobs: every combination of the values, in order
+        values = [[f"{o.get_key_element()}={v}" for v in (o.sweep_string_iterator() if o.is_sweep_override()
+                   else [o.get_value_element_as_str()])] for o in parsed]
+    except Exception:  # a range or glob only the sweeper expands: not checked here
+        return None
+    jobs = list(itertools.product(*values))
     folders: dict[str, list[int]] = defaultdict(list)
     for num, job in enumerate(jobs):
-        named = sorted(o.input_line for o in parser.parse_overrides(job) if o.key_or_group not in exclude)
+        named = sorted(o.input_line for o in parser.parse_overrides(list(job)) if o.key_or_group not in exclude)
         folders[job_dirname(",".join(named), num)].append(num)
     shared = {folder: nums for folder, nums in folders.items() if len(nums) > 1}
     if shared:

@@ -5,14 +5,15 @@ The main process records the request and forwards it to the parallel launcher's 
 at their next batch boundary and end ``interrupted`` with ``checkpoints/interrupted.ckpt``, jobs not started yet do
 not start, and the sweep ends with one message and exit status 130 (:class:`attnexp.cli.sweep.SweepCallback`).
 The workers record such signals from the moment they start (:func:`attnexp.stop_request.in_sweep_worker`, their
-initializer), and are shut down with the sweep: no process outlives it. A second signal to the main process stops
-at once: the workers are killed and their jobs' records stay ``running``, which summaries report as ``abandoned``
+initializer), and end with the sweep's process (joblib shuts its pool down at exit): no process outlives it. A
+second signal to the main process stops at once: the workers are killed and their jobs' records stay ``running``, which summaries report as ``abandoned``
 and ``resume=true`` continues from the last finished epoch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -21,27 +22,14 @@ from typing import Any
 
 from attnexp import stop_request
 
-_executors: list[Any] = []  # the worker pools the launcher made, shut down with the sweep
-
 
 def install() -> None:
-    """In the sweep's main process: its signal handler, and worker pools whose workers record signals from the start."""
+    """In the sweep's main process: its signal handler, and worker pools whose workers record signals from the start
+    (joblib's process pool, the backend Hydra's joblib launcher asks for by name, with an initializer)."""
     from joblib import register_parallel_backend
     from joblib.parallel import LokyBackend
 
-    class StoppableWorkers(LokyBackend):
-        """Joblib's process pool (what Hydra's joblib launcher runs jobs on) with :mod:`attnexp.stop_request`'s
-        handlers installed in every worker as it starts."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, initializer=stop_request.in_sweep_worker, **kwargs)
-
-        def configure(self, *args: Any, **kwargs: Any) -> int:
-            n_jobs = super().configure(*args, **kwargs)
-            _executors.append(self._workers)
-            return n_jobs
-
-    register_parallel_backend("loky", StoppableWorkers)  # the backend Hydra's joblib launcher asks for by name
+    register_parallel_backend("loky", functools.partial(LokyBackend, initializer=stop_request.in_sweep_worker))
     stop_request.clear()
     stop_request.install(SweepStop(at_once=True, on_first=forward))
 
@@ -85,9 +73,3 @@ def workers() -> list[multiprocessing.process.BaseProcess]:
     from joblib.externals.loky.backend.process import LokyProcess
 
     return [p for p in multiprocessing.active_children() if isinstance(p, LokyProcess)]
-
-
-def shut_down_workers() -> None:
-    """End the worker processes the sweep started: idle workers would otherwise wait minutes for more jobs."""
-    while _executors:
-        _executors.pop().shutdown(wait=True)
