@@ -1,14 +1,12 @@
-"""The lines ``attnexp`` prints about a run: what is about to train, the test result and where the files are, a
-sweep job's result line, and the one paragraph of a run that stopped."""
+"""The lines ``attnexp`` prints about a run (what is about to train: :func:`attnexp.callbacks.record.describe`): the
+test result and where the files are, a sweep job's result line, and the one paragraph of a run that stopped."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
 
 from attnexp.errors import explain
 from attnexp.runs import metrics_file
@@ -19,24 +17,6 @@ WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished 
 LABELS = {metrics_file.BAD_INPUT: "Bad input", metrics_file.FAILED: "Run failed", metrics_file.DIVERGED: "Run diverged",
           metrics_file.INTERRUPTED: "Run interrupted"}
 DIGITS = 4
-
-
-def describe(cfg: DictConfig, module: Any, trainer: Any) -> str:
-    """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
-    choices = HydraConfig.get().runtime.choices
-    params = sum(p.numel() for p in module.parameters())
-    batch = OmegaConf.select(cfg, "data.batch_size", default=None)
-    step = effective_batch_size(batch, trainer)
-    per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
-    epochs = f"{trainer.max_epochs} epochs" if trainer.max_epochs and trainer.max_epochs > 0 else f"{trainer.max_steps} steps"
-    return f"Training {choices.get('model')} on {choices.get('data')}: {type(module.net).__name__}, {params:,} parameters; {epochs}, {per_step}."
-
-
-def effective_batch_size(batch: Any, trainer: Any) -> int | None:
-    """Samples per optimizer step: the batch size times the devices (data-parallel training) and accumulated batches."""
-    if not isinstance(batch, int):
-        return None
-    return batch * trainer.world_size * trainer.accumulate_grad_batches
 
 
 def job_name() -> str:

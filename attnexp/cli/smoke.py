@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attnexp.cli.mixer_errors import explain_mixer_failure
+from attnexp.cli import failures
 from attnexp.errors import explain, is_bad_input
 from attnexp.mixers.conformance import Result
 from attnexp.runs import metrics_file
@@ -29,7 +29,7 @@ def smoke_run(cfg: DictConfig) -> Result:
     """``attnexp``'s training of ``cfg`` on :data:`BATCHES` batches of each split, one epoch, in a temporary folder;
     its measure says what ran and what the run wrote. An error from the data or the settings (bad input) is raised
     as it would stop the run; any other fails the check, pointing into the mixer's code where it was raised there."""
-    from attnexp.cli.train import train
+    from attnexp.cli.train import meta_parameter_count, train
 
     with tempfile.TemporaryDirectory(prefix="attnexp-check-") as folder:
         run = smoke_config(cfg, folder)
@@ -38,7 +38,7 @@ def smoke_run(cfg: DictConfig) -> Result:
             with quiet():
                 train(run)
         except Exception as err:
-            explained = explain_mixer_failure(err)
+            explained = failures.explained(cfg, err, meta_parameter_count)
             if is_bad_input(explained):
                 raise
             return Result("smoke run", False, explain(explained))

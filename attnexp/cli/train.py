@@ -22,24 +22,30 @@ from attnexp import stop_request
 from attnexp.cli import failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
-from attnexp.cli.memory import explain_out_of_memory, is_out_of_memory
-from attnexp.cli.mixer_errors import explain_mixer_failure, keep_traceback, log_file
-from attnexp.cli.typos import check_composition, check_words
+from attnexp.cli.typos import check_composition, check_words, overrides_and_words
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.runs import metrics_file
 from attnexp.runs.fingerprint import Settings, settings_of
-from attnexp.runs.folders import check_new_folder, job_dirname, output_dir, resume_point, run_dirname
+from attnexp.runs.folders import (
+    check_new_folder,
+    check_writable,
+    job_dirname,
+    resume_point,
+    resumed_folder,
+    run_dirname,
+)
 from attnexp.runs.provenance import mixer_sources
+from attnexp.runs.record import RunRecord
 from attnexp.runs.resume import check_same_settings, check_same_sources, fresh_start
 
 CONFIG_DIR = str(search_path.config_dir())
 search_path.register()  # the user's configs and modules (see attnexp.cli.search_path)
-OmegaConf.register_new_resolver("attnexp.output_dir", output_dir, replace=True)
 OmegaConf.register_new_resolver("attnexp.job_dirname", job_dirname, replace=True)
 OmegaConf.register_new_resolver("attnexp.run_dirname", run_dirname, replace=True)
 OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)
 log = logging.getLogger("attnexp")
+NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
 
 
 def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:
@@ -62,21 +68,23 @@ def network_options() -> list[tuple[str, str]]:
     return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((Path(CONFIG_DIR) / "net").glob("*.yaml"))]
 
 
-def train(cfg: DictConfig, settings: Settings | None = None) -> dict[str, float]:
-    """Run one experiment described by ``cfg`` (``settings``: what it records of them); return the final metrics."""
+def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
+    """Run one experiment described by ``cfg`` (``record``: its record, opened by :func:`main`); return the final
+    metrics."""
     check_config(cfg)
-    settings = settings or run_settings(cfg)
     output_dir = Path(cfg.paths.output_dir)
+    record = record or RunRecord.open(output_dir, run_settings(cfg))
     ckpt_path, resumed = cfg.get("ckpt_path"), False
     if cfg.get("resume"):
         found = metrics_file.read(output_dir)
-        check_same_settings(output_dir, settings.config)
+        check_same_settings(output_dir, record.settings.config)
         action, last = resume_point(output_dir)
         if action == "done":
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
             return found
         ckpt_path, resumed = last or ckpt_path, last is not None
-        fresh = "Nothing to resume: starting fresh." if found or is_multirun() else fresh_start(Path(cfg.paths.log_dir) / "runs", settings.config)
+        fresh = "Nothing to resume: starting fresh." if found or is_multirun() else fresh_start(
+            Path(cfg.paths.log_dir) / "runs", record.settings.config)
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else fresh)
     else:
         check_new_folder(output_dir)
@@ -86,6 +94,7 @@ def train(cfg: DictConfig, settings: Settings | None = None) -> dict[str, float]
 
     from attnexp.callbacks.checkpoints import checkpoint_to_train_from
     from attnexp.callbacks.interrupt import DeferredInterrupt
+    from attnexp.callbacks.record import RecordKeeper
     from attnexp.cli import console
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
 
@@ -106,16 +115,14 @@ def train(cfg: DictConfig, settings: Settings | None = None) -> dict[str, float]
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)
-    callbacks: list[pl.Callback] = [build_callback(c, settings) for c in (cfg.get("callbacks") or {}).values() if c]
+    callbacks: list[pl.Callback] = [build_callback(c, record) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
-    callbacks.append(DeferredInterrupt())
+    callbacks += [RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun), DeferredInterrupt()]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     quiet = {"enable_progress_bar": False} if multirun else {}
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, enable_model_summary=False, **quiet)
     logging.getLogger("pytorch_lightning").info(console.model_summary(module))  # train.log only
-    if not multirun:
-        log.info(report.describe(cfg, module, trainer))
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
@@ -138,22 +145,23 @@ def main(cfg: DictConfig) -> Any:
         return float("nan")  # no record: resume=true starts this job
     if not multirun:
         log.info(f"Run folder: {report.shown(output_dir)}")
-    start = failures.Start.now(output_dir, run_settings(cfg))
+    else:
+        failures.forget_refusal()
+    record = RunRecord.open(output_dir, run_settings(cfg))
     try:
-        metrics = train(cfg, start.settings)
+        metrics = train(cfg, record)
         for line in (report.result_line(output_dir) if multirun else report.run_report(output_dir)):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:
-        raised = err
-        err = explain_out_of_memory(cfg, err, meta_parameter_count(cfg)) if is_out_of_memory(err) else explain_mixer_failure(err)
-        status, kept = failures.record(cfg, err, start)
+        raised, err = err, failures.explained(cfg, err, meta_parameter_count)
+        status, kept = failures.record_failure(cfg, err, record)
         if multirun and status == metrics_file.INTERRUPTED:
             log.info(report.result_line(output_dir)[0])
         else:
-            log.error(report.failure(status, err, kept, log_file() if status == metrics_file.FAILED else None))
+            log.error(report.failure(status, err, kept, failures.log_file() if status == metrics_file.FAILED else None))
         if status != metrics_file.INTERRUPTED and kept:
-            keep_traceback(raised)
+            failures.keep_traceback(raised)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         if multirun:
@@ -174,13 +182,13 @@ def meta_parameter_count(cfg: DictConfig) -> int | None:
         return None
 
 
-def build_callback(node: DictConfig, settings: Settings) -> Any:
-    """A callback of the config; one that takes ``run`` (the run's settings) is handed them besides its config."""
+def build_callback(node: DictConfig, record: RunRecord) -> Any:
+    """A callback of the config; one that takes ``record`` (the run's :class:`RunRecord`) is handed it."""
     from hydra.utils import get_object, instantiate
 
     target = node.get("_target_")
-    if target and "run" in inspect.signature(get_object(target)).parameters:
-        return instantiate(node, _partial_=True)(run=settings)  # as an object: instantiate would make it a config
+    if target and "record" in inspect.signature(get_object(target)).parameters:
+        return instantiate(node, _partial_=True)(record=record)  # as an object: instantiate would make it a config
     return instantiate(node)
 
 
@@ -190,54 +198,68 @@ def run_settings(cfg: DictConfig) -> Settings:
     hydra = HydraConfig.get()
     excluded = set(hydra.job.config.override_dirname.exclude_keys)
     overrides = [str(o) for o in hydra.overrides.task if str(o).lstrip("+~").partition("=")[0] not in excluded]
-    return settings_of(cfg, hydra.runtime.choices, overrides, side_by_side())
-
-
-def side_by_side() -> int | None:
-    """In a sweep run by the joblib launcher, how many jobs run at once (None: one at a time, or not a sweep)."""
-    if not is_multirun():
-        return None
-    launcher = HydraConfig.get().launcher
-    if not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
-        return None
-    n_jobs = int(launcher.n_jobs)
-    jobs = n_jobs if n_jobs > 0 else max(1, cores() + 1 + n_jobs)  # joblib's count for -1 (every core), -2, ...
-    return jobs if jobs > 1 else None
+    jobs = joblib_jobs()
+    return settings_of(cfg, hydra.runtime.choices, overrides, jobs if jobs and jobs > 1 else None)
 
 
 def is_multirun() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def joblib_jobs() -> int | None:
+    """In a sweep run by the joblib launcher, how many jobs run at once; else None."""
+    launcher = HydraConfig.get().launcher
+    if not is_multirun() or not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+        return None
+    n_jobs = int(launcher.n_jobs)
+    return n_jobs if n_jobs > 0 else max(1, cores() + 1 + n_jobs)  # joblib's count for -1 (every core), -2, ...
+
+
 def parallel_threads() -> int | None:
     """In a sweep run by the joblib launcher, each job's share of the cores; else None (torch's default)."""
-    if not is_multirun():
-        return None
-    launcher = HydraConfig.get().launcher
-    return threads_per_job(int(launcher.n_jobs)) if str(launcher.get("_target_", "")).endswith("JoblibLauncher") else None
+    jobs = joblib_jobs()
+    return None if jobs is None else threads_per_job(int(HydraConfig.get().launcher.n_jobs))
 
 
-def quietly(check: Any, *args: Any) -> None:
+def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
+    """Where the run or sweep of the command line writes, found before Hydra makes a folder: its root must be
+    writable; with ``resume=true`` it continues the folder :func:`resumed_folder` finds (unless one is named)."""
+    if NOT_RUN & {a.split("=", 1)[0] for a in args}:
+        return []
+    sweep = bool({"-m", "--multirun"} & set(args)) or str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    check_writable(Path(cfg.paths.log_dir) / ("multirun" if sweep else "runs"))
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    overrides, _ = overrides_and_words(args)
+    if not cfg.get("resume") or any(o.startswith(f"{key}=") for o in overrides):
+        return []
+    found = resumed_folder(cfg, overrides if sweep else list(cfg.hydra.overrides.task), sweep)
+    return [quote_path(f"{key}={found}", (key,))] if found else []
+
+
+def quietly(check: Any, *args: Any) -> Any:
     """Run ``check`` without the warnings composing logs (the run that follows logs them once)."""
     logger = logging.getLogger("attnexp")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        check(*args)
+        return check(*args)
     finally:
         logger.setLevel(level)
 
 
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
-    sys.argv[1:] = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
+    args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
-        check_words(sys.argv[1:])
-        check_override_syntax(sys.argv[1:])
-        quietly(check_composition, sys.argv[1:], CONFIG_DIR)
+        check_words(args)
+        check_override_syntax(args)
+        cfg = quietly(check_composition, args, CONFIG_DIR)
+        if cfg is not None:
+            args += folder_overrides(cfg, args)
     except AttnexpError as err:
         print(err, file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
+    sys.argv[1:] = args
     run_then_exit(main)
 
 

@@ -92,11 +92,12 @@ def sweep_values(override: Any) -> list[str]:
         return []
 
 
-def check_composition(args: Sequence[str], config_dir: str, config_name: str = "train") -> None:
+def check_composition(args: Sequence[str], config_dir: str, config_name: str = "train") -> Any:
     """Compose the config of the command line (each swept value of a config group too) and explain, in one paragraph,
-    what Hydra cannot compose."""
+    what Hydra cannot compose; return the config of its first job (Hydra's node included), or None where Hydra alone
+    reads the command line (``--help``) or explains what it cannot compose."""
     if any(a in NOT_COMPOSED for a in args):
-        return
+        return None
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException, MissingConfigException
@@ -114,7 +115,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
             message = missing_key(err, parsed, first, compose, config_name)
             if message:
                 raise AttnexpError(message) from None
-            return
+            return None
         check_sweep_mode(args, parsed, cfg)
         groups = set(cfg.hydra.runtime.choices)
         for override, values in zip(parsed, first.values()):
@@ -128,6 +129,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
                         raise AttnexpError(missing_option(err, overrides)) from None
                     except HydraException as err:
                         raise AttnexpError(lacking(err, parsed, groups, f"{group}={value}", compose, config_name)) from None
+    return cfg
 
 
 def check_sweep_mode(args: Sequence[str], parsed: Sequence[Any], cfg: Any) -> None:
@@ -185,7 +187,8 @@ def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[st
                     "gets it, and the others cannot take it. Sweep the options that take it on their own. Nothing was "
                     "run or written.")
         parent, _, leaf = key.rpartition(".")
-        close = near(key, [*keys, *groups])
+        same_leaf = [k for k in keys if k.rpartition(".")[2] == leaf]  # a key of that name elsewhere: model.heads
+        close = near(key, same_leaf) or near(key, [*keys, *groups])
         typo = bool(close) and difflib.SequenceMatcher(None, key, close[0]).ratio() >= TYPO
         takes = None if typo else argument_of(node_at(plain, parent), leaf)  # imports the class: only where needed
         if takes:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import torch
 
+from attnexp.errors import AttnexpError, MixerError, root_cause
 from attnexp.mixers.contract import is_mixer, shown
 
 # Frames in these folders are torch's or Python's own: the line to point at is the last one outside them.
@@ -39,6 +40,20 @@ def raised_in_mixer(err: BaseException) -> Origin | None:
     inside = [(f, line) for f, line in frames[start:] if not in_library(Path(f.f_code.co_filename))]
     frame, line = inside[-1] if inside else frames[start]
     return Origin(type(owner(frames[start][0])).__name__, shown(Path(frame.f_code.co_filename)), line, frame.f_code.co_name)
+
+
+def explain_mixer_failure(err: BaseException) -> BaseException:
+    """An error raised inside a mixer while it ran, as a :class:`MixerError` that names the mixer and where it was
+    raised (a failed run, exit status 1, whatever the error's type); any other error as it is."""
+    cause = root_cause(err)
+    origin = None if isinstance(cause, AttnexpError) else raised_in_mixer(cause) or raised_in_mixer(err)
+    if origin is None:
+        return err
+    text = " ".join(str(cause).split()) or "(no message)"
+    explained = MixerError(f"the mixer {origin.mixer} raised {type(cause).__name__}: {text} (at {origin.file}:"
+                           f"{origin.line}, in {origin.function}).")
+    explained.__cause__ = err
+    return explained
 
 
 def owner(frame: FrameType) -> object:

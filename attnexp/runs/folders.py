@@ -1,13 +1,11 @@
-"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one)."""
+"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one: the entrypoint
+finds it before Hydra makes one), and how sweep jobs and single runs are named (pure resolvers of the Hydra config)."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -16,12 +14,8 @@ from attnexp.runs import metrics_file
 from attnexp.runs.resume import comparable_overrides, matching_run
 
 
-def check_writable(root: str) -> None:
-    """Create the output root if needed and write a file there; exit with a clear message if that fails.
-
-    This runs while Hydra resolves the run folder, before it creates anything,
-    where an exception would reach the user as a traceback: hence the exit.
-    """
+def check_writable(root: str | Path) -> None:
+    """Create the output root if needed and write a file there; :class:`AttnexpError` if that fails."""
     path = Path(root).absolute()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -29,32 +23,24 @@ def check_writable(root: str) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        logging.getLogger("attnexp").error(
+        raise AttnexpError(
             f"Cannot write run output under {path} ({err.strerror or err}). Choose another output root with "
             "paths.log_dir=/a/writable/folder, or fix that folder's permissions. Nothing was written."
-        )
-        sys.exit(2)
+        ) from None
 
 
-def output_dir(resume: Any, root: str, new_dir: str, kind: str, *, _root_: Any) -> str:
-    """Resolver for ``hydra.run.dir`` / ``hydra.sweep.dir``.
-
-    Checks that ``root`` is writable. Without ``resume`` it returns ``new_dir``. With it, a run continues the newest
-    run folder under ``root`` with the same settings and seed (:func:`attnexp.runs.resume.matching_run`), a sweep the
-    newest sweep folder (``multirun.yaml``) made by the same command-line overrides, those that cannot change the
-    method aside. A sweep resolves its folder once, at its start (:class:`attnexp.cli.sweep.SweepCallback`).
-    """
-    check_writable(root)
-    if str(resume).lower() not in ("true", "1"):
-        return new_dir
-    if kind == "run":
-        return matching_run(root, _root_, _root_.hydra.overrides.task) or new_dir
-    wanted = comparable_overrides(_root_.hydra.overrides.task)
-    candidates = []
-    for path in Path(root).rglob("multirun.yaml"):
-        if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted:
-            candidates.append((path.stat().st_mtime, str(path.parent)))
-    return max(candidates)[1] if candidates else new_dir
+def resumed_folder(cfg: DictConfig, overrides: list[str], sweep: bool) -> str | None:
+    """The folder ``resume=true`` continues, if any: for a run, the newest run folder under ``paths.log_dir`` with the
+    settings and seed of ``cfg`` (a composed config; :func:`attnexp.runs.resume.matching_run`); for a sweep, the
+    newest sweep folder (``multirun.yaml``) made by the same command-line ``overrides``, those that cannot change the
+    method aside."""
+    root = Path(cfg.paths.log_dir) / ("multirun" if sweep else "runs")
+    if not sweep:
+        return matching_run(root, cfg, overrides)
+    wanted = comparable_overrides(overrides)
+    candidates = [(path.stat().st_mtime, str(path.parent)) for path in root.rglob("multirun.yaml")
+                  if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted]
+    return max(candidates)[1] if candidates else None
 
 
 def job_dirname(overrides: str, num: int) -> str:

@@ -32,13 +32,6 @@ NOT_COMPARABLE = (BAD_INPUT, UNTRAINED, UNVALIDATED)  # runs a comparison leaves
 METRIC_PREFIXES = ("train/", "val/", "test/", "attn/")
 
 
-def header(choices: Mapping[str, Any], seed: Any, params: int | None = None) -> dict[str, Any]:
-    """The fields that say what ran (the config-group choices, ``model`` as ``mixer``, and the seed) and where."""
-    fields = {"mixer": choices.get("model"), "data": choices.get("data"), "net": choices.get("net"),
-              "task": choices.get("task"), "seed": seed, "host": socket.gethostname(), "pid": os.getpid()}
-    return fields if params is None else {"params": params, **fields}
-
-
 def mixer(record: Mapping[str, Any]) -> str:
     """The mixer a record names (``variant`` in files written before it was called ``mixer``)."""
     return str(record.get("mixer", record.get("variant")))

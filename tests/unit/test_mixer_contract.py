@@ -127,8 +127,8 @@ def test_an_error_inside_a_mixer_is_explained_with_its_class_and_line():
 
     from broken_mixers import FailsInTraining
 
-    from attnexp.cli.mixer_errors import explain_mixer_failure
     from attnexp.errors import MixerError, is_bad_input
+    from attnexp.mixers.faults import explain_mixer_failure
     from attnexp.networks import PatchClassifier
 
     net = PatchClassifier(partial(FailsInTraining), image_size=8, channels=1, patch_size=2, num_classes=10)

@@ -1,0 +1,156 @@
+"""The callback that keeps a run's record up to date (:class:`attnexp.runs.record.RunRecord`, ``metrics.json``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pytorch_lightning as pl
+
+from attnexp.divergence import DivergedError
+from attnexp.errors import explain
+from attnexp.mixers import MultiHeadAttention
+from attnexp.runs import convergence, metrics_file, provenance
+from attnexp.runs.record import RunRecord
+
+log = logging.getLogger("attnexp")
+
+
+def what_ran(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+    """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
+    data's chance level and evaluated examples, each mixer class's source, the software and the device."""
+    task, datamodule = pl_module.task, trainer.datamodule
+    facts: dict[str, Any] = {"params": sum(p.numel() for p in pl_module.parameters()), "classes": pl_module.net.num_classes,
+                             "summary": list(task.summary.items()), "monitor": task.monitor, "mode": task.mode}
+    batch = getattr(datamodule, "batch_size", None)
+    if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
+        facts.update(batch_size=batch, effective_batch_size=batch * trainer.world_size * trainer.accumulate_grad_batches)
+    device = trainer.strategy.root_device
+    paths = sorted({m.path_for(device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
+    if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
+        facts["path"] = ",".join(paths)
+    if getattr(datamodule, "chance", None) is not None:  # generated tasks know theirs; else 1 / classes
+        facts["chance"] = datamodule.chance
+    splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
+    facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
+    return {**facts, "mixers": provenance.mixer_sources(pl_module.net), "software": provenance.software(),
+            "device": provenance.device(device, trainer.num_devices)}
+
+
+def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+    """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
+    batch, step = fields.get("batch_size"), fields.get("effective_batch_size")
+    per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
+    epochs = f"{trainer.max_epochs} epochs" if trainer.max_epochs and trainer.max_epochs > 0 else f"{trainer.max_steps} steps"
+    return (f"Training {fields.get('mixer')} on {fields.get('data')}: {type(pl_module.net).__name__}, "
+            f"{fields['params']:,} parameters; {epochs}, {per_step}.")
+
+
+def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
+    """How a finished fit ends: ``ok``; ``untrained`` when no training batch ran; ``unvalidated`` when no validation
+    ran (no best checkpoint was chosen: the test measures the last weights). With ``error`` saying why."""
+    what = "the test measured" if test else "the run holds"
+    if trainer.global_step == 0:
+        return {"status": metrics_file.UNTRAINED, "error": (
+            f"no training batch ran (trainer.limit_train_batches={trainer.limit_train_batches}), so {what} the "
+            "initial weights.")}
+    if not validated and best_score(trainer) == {}:
+        return {"status": metrics_file.UNVALIDATED, "error": (
+            f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
+            f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, {trainer.current_epoch} epochs), so no "
+            f"best checkpoint was chosen and {what} the last weights.")}
+    return {"status": metrics_file.OK}
+
+
+def best_score(trainer: pl.Trainer) -> dict[str, float]:
+    """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has."""
+    score = getattr(trainer.checkpoint_callback, "best_model_score", None)
+    return {} if score is None else {"monitor_best": float(score)}
+
+
+class RecordKeeper(pl.Callback):
+    """Keeps the run's record (``metrics.json``) up to date; every run has one (the entrypoint adds it).
+
+    ``status`` is ``running`` while training, ``trained`` after fit, ``ok`` after test (after fit when ``test`` is
+    false: no test follows); ``failed`` or ``diverged`` (with ``error``) or ``interrupted`` (a checkpoint of the last
+    completed step is saved as ``checkpoints/interrupted.ckpt``) if the run stops early. A run that trained no batch
+    ends ``untrained``, one that never validated (so no best checkpoint was chosen) ``unvalidated``, each with
+    ``error`` saying why: never ``ok``. Final metrics appear under their logged names (``test/acc``). The record adds
+    to the settings what ran (:func:`what_ran`), the checkpoint metric after every validation (``monitor_history``,
+    kept in checkpoints so that a resumed run has it whole) and whether the run was still improving when its budget
+    ended (:mod:`attnexp.runs.convergence`). ``announce``: log what is about to train (a single run's console).
+    """
+
+    def __init__(self, record: RunRecord, test: bool = True, announce: bool = False) -> None:
+        self.record, self.test, self.announce = record, test, announce
+        self.started = time.perf_counter()
+        self.fit_started, self.first_epoch, self.samples, self.validated = 0.0, 0, 0, False
+        self.outcome: dict[str, Any] = {"status": metrics_file.OK}
+        self.history: list[list[float]] = []  # [epoch, value of the task's checkpoint metric] after each validation
+        self.described = False
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"monitor_history": self.history}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.history = [list(item) for item in state_dict.get("monitor_history", [])]
+
+    def _write(self, trainer: pl.Trainer, status: str = metrics_file.OK, **fields: Any) -> None:
+        metrics = metrics_file.final_metrics(trainer.callback_metrics)
+        fields = {**metrics, "status": status, "wall_s": round(time.perf_counter() - self.started, 3), **fields}
+        if trainer.is_global_zero:
+            self.record.write(**fields)
+        else:
+            self.record.fields.update(fields)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if not self.described:
+            self.described = True
+            self.record.fields.update(what_ran(trainer, pl_module))
+            if self.announce:
+                log.info(describe(self.record.fields, trainer, pl_module))
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fit_started = time.perf_counter()
+        self._write(trainer, metrics_file.RUNNING)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.samples += pl_module.train_samples  # this rank's training inputs of the epoch
+        self._write(trainer, metrics_file.RUNNING, epochs=trainer.current_epoch + 1)
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.validated = self.validated or not trainer.sanity_checking
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(pl_module.task.monitor)
+        if not trainer.sanity_checking and value is not None:  # logged by the module's epoch end, which runs first
+            epoch = trainer.current_epoch + 1
+            self.history = [item for item in self.history if item[0] < epoch] + [[epoch, float(value)]]
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        seconds = time.perf_counter() - self.fit_started
+        epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
+        monitor = pl_module.task.monitor
+        judged = convergence.judge(self.history, monitor, pl_module.task.mode,
+                                   self.record.fields.get("examples", {}).get(monitor.split("/")[0]))
+        self.outcome = outcome(trainer, self.validated, self.test)
+        self._write(trainer, fit_s=round(seconds, 3), seconds_per_epoch=round(seconds / epochs, 3),
+                    train_samples_per_s=round(self.samples * trainer.world_size / max(seconds, 1e-9), 1),  # equal shares
+                    **best_score(trainer), monitor_history=self.history, still_improving=judged.pop("still_improving"),
+                    convergence=judged, **({"status": metrics_file.TRAINED} if self.test else self.outcome))
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
+            if trainer.world_size == 1:
+                trainer.save_checkpoint(self.record.folder / "checkpoints" / "interrupted.ckpt")
+            self._write(trainer, metrics_file.INTERRUPTED)
+        else:
+            status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED
+            self._write(trainer, status, error=explain(exception))
