@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attnexp.comparison.files import OUTPUTS, OverwriteError, write_all
+from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
+from attnexp.comparison.runs import left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
-from attnexp.runs.naming import find_runs
-from attnexp.runs.records import left_out_notes
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as

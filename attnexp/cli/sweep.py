@@ -16,12 +16,12 @@ from attnexp import stop_request
 from attnexp.cli import sweep_signals
 from attnexp.cli.sweep_checks import check_distinct_folders, check_launcher
 from attnexp.comparison.files import write_all
+from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
+from attnexp.comparison.runs import Run, left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
 from attnexp.errors import EXIT_CODES
 from attnexp.runs import metrics_file, refusals
-from attnexp.runs.naming import find_runs
-from attnexp.runs.records import Run, left_out_notes
 
 log = logging.getLogger("attnexp")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from attnexp.runs.records import Run
+from attnexp.comparison.runs import Run
 
 CHANCE_FACTOR = 1.5  # a run whose best validation accuracy is at most this many times chance learnt nothing
 CHANCE_RULE = f"{CHANCE_FACTOR:g} times chance"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
 from attnexp.runs.fingerprint import BUDGET, flat, method
-from attnexp.runs.records import Run
 
 
 class Row(Protocol):

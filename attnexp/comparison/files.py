@@ -10,10 +10,10 @@ from attnexp.comparison import suite
 from attnexp.comparison.fairness import still_improving
 from attnexp.comparison.plots import PROFILE, knob_file, plot, plot_knob, plot_profile, plot_search, search_file
 from attnexp.comparison.render import grid_note, latex, markdown
+from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
 from attnexp.comparison.summary import Comparison
 from attnexp.runs import metrics_file
-from attnexp.runs.records import Run
 
 OUTPUTS = ("summary.md", "summary.csv", "runs.csv", "summary.tex")
 MANIFEST = ".attnexp-summary"

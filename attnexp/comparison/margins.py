@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from attnexp.comparison.runs import Run
 from attnexp.comparison.stats import UNBOUNDED
-from attnexp.runs.records import Run
 from attnexp.runs.resolution import is_fraction, margin_at
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from attnexp.runs.records import Run
+from attnexp.comparison.runs import Run
 
 SEARCH_SWEEPERS = ("optuna",)  # a run whose Hydra sweeper's target names one of these is a search trial
 LEFT_OUT_OF_RERUN = ("hparams_search", "seed", "resume")

@@ -14,8 +14,8 @@ import numpy as np
 
 from attnexp.comparison.chance import at_chance, chance
 from attnexp.comparison.margins import bounds
+from attnexp.comparison.runs import Run
 from attnexp.comparison.stats import LEVEL, Spread, spread
-from attnexp.runs.records import Run
 from attnexp.runs.resolution import is_fraction
 
 NOT_KNOBS = ("seed", "model", "data")

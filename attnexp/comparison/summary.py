@@ -7,13 +7,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from attnexp.comparison import naming
 from attnexp.comparison.cautions import cautions
+from attnexp.comparison.runs import Run, left_out_notes
 from attnexp.comparison.search import Search, search
 from attnexp.comparison.suite import Suite, suite
 from attnexp.comparison.tables import Row, baseline_spec, fill, group, pick_baseline
 from attnexp.comparison.tuning import tuned_rows
-from attnexp.runs import naming
-from attnexp.runs.records import Run, left_out_notes
 
 DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)

@@ -1,7 +1,7 @@
 """The comparison's tables: one row per configuration (seeds grouped) with intervals, and the difference from a
 baseline with a test and a verdict.
 
-Built from run folders (:func:`attnexp.runs.naming.find_runs`) at the end of every sweep and by ``attnexp-compare``
+Built from run folders (:func:`attnexp.comparison.naming.find_runs`) at the end of every sweep and by ``attnexp-compare``
 (:func:`attnexp.comparison.summary.compare`); trains nothing.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from attnexp.comparison import fairness, margins
+from attnexp.comparison.runs import Run
 from attnexp.comparison.stats import Difference, Spread, adjust, difference, finite, spread, verdict
-from attnexp.runs.records import Run
 
 
 @dataclass

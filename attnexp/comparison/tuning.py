@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from attnexp.comparison.runs import Run
 from attnexp.comparison.tables import Row, baseline_spec, fill, group, matches, natural, pick_baseline
-from attnexp.runs.records import Run
 
 
 def grid(rows: list[Row], keys: Sequence[str]) -> dict[str, tuple[str, ...]]:

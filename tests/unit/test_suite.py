@@ -12,9 +12,9 @@ from scipy import stats as sp
 
 from attnexp.cli.compare import main
 from attnexp.comparison import suite as suite_module
+from attnexp.comparison.naming import find_runs
 from attnexp.comparison.suite import knobs
 from attnexp.comparison.summary import compare
-from attnexp.runs.naming import find_runs
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
 

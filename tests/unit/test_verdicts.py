@@ -15,9 +15,9 @@ from statsmodels.stats.multitest import multipletests
 
 from attnexp.cli.compare import main
 from attnexp.comparison import plots
+from attnexp.comparison.naming import find_runs
 from attnexp.comparison.stats import difference, spread
 from attnexp.comparison.summary import compare
-from attnexp.runs.naming import find_runs
 
 SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"], ["test/loss", "min"]]
 

@@ -1,5 +1,5 @@
 """The runs under some folders, each named by what distinguishes its configuration from the others' (see
-:mod:`attnexp.runs.naming`), with its record (``metrics.json``) as it stands now."""
+:mod:`attnexp.comparison.naming`), with its record (``metrics.json``) as it stands now."""
 
 from __future__ import annotations
 

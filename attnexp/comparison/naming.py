@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnexp.comparison.runs import ABSENT, Run, read_runs
 from attnexp.runs import metrics_file
 from attnexp.runs.fingerprint import NOT_METHOD, fingerprint, flat, left_out, method
 from attnexp.runs.provenance import sources_id
-from attnexp.runs.records import ABSENT, Run, read_runs
 
 HASH_SHOWN = 4  # hex digits of a source hash in a name: ``source changed: 3f2a…``
 
