@@ -14,6 +14,7 @@ from attnexp.divergence import LossWatch
 from attnexp.rules import check
 from attnexp.tasks import Task
 
+
 class TaskModule(pl.LightningModule):
     """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics, under Lightning's automatic
     optimization: the Trainer's ``gradient_clip_val``, ``gradient_clip_algorithm`` and ``accumulate_grad_batches`` apply

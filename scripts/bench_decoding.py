@@ -21,8 +21,8 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from attnexp.cli.train import CONFIG_DIR
-from attnexp.data.vocabulary import BOS_ID, EOS_ID
 from attnexp.networks.decoding import greedy
+from attnexp.tokens import BOS_ID, EOS_ID
 
 
 def main() -> None:

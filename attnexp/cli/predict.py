@@ -88,7 +88,8 @@ def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
 
 def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tensor:
     """Prompt (or source) ids; unknown tokens become ``[unk]`` with a warning, only unknown ones are an error.  # (L,)"""
-    from attnexp.data.vocabulary import UNK, tokenize
+    from attnexp.data.vocabulary import tokenize
+    from attnexp.tokens import UNK
 
     tokens = tokenize(prompt, vocab.level)
     ids, unknown = vocab.encode(tokens)
@@ -100,30 +101,6 @@ def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tenso
         )
     if unknown:
         print(f"warning: not in the vocabulary, read as {UNK}: {', '.join(map(repr, unknown))}", file=sys.stderr)
-    return ids
-
-
-def next_token_probs(net: nn.Module, ids: Tensor) -> Tensor:
-    """Probabilities of the token after ``ids`` (the last ``net.context`` of them).  # (L,) -> (V,)"""
-    import torch
-
-    with torch.no_grad():
-        return net(ids[-net.context :].unsqueeze(0))[0, -1].softmax(-1)
-
-
-def continue_ids(net: nn.Module, ids: Tensor, tokens: int, sample: bool, temperature: float, seed: int) -> Tensor:
-    """``tokens`` more ids after ``ids``: the most likely each time, or drawn at ``temperature``.  # (L,) -> (L+n,)"""
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(tokens):
-        probs = next_token_probs(net, ids)
-        if sample:
-            probs = (probs.log() / temperature).softmax(-1)
-            nxt = torch.multinomial(probs, 1, generator=generator)
-        else:
-            nxt = probs.argmax().view(1)
-        ids = torch.cat([ids, nxt])
     return ids
 
 
@@ -153,6 +130,7 @@ def predict(cfg: DictConfig) -> str:
 def predict_next(cfg: DictConfig, net: nn.Module, vocab: Vocabulary) -> str:
     """The top-k next tokens after the prompt and a continuation."""
     from attnexp.data.vocabulary import detokenize
+    from attnexp.networks.language_model import continue_ids, next_token_probs
 
     ids = encode_prompt(str(cfg.prompt), vocab)
     top = next_token_probs(net, ids).topk(min(cfg.top_k, len(vocab)))
@@ -193,7 +171,7 @@ def encode_source(text: str, vocab: Vocabulary, length: int) -> Tensor:
     longer than any the model was trained on is an error.  # (S,)"""
     import torch
 
-    from attnexp.data.vocabulary import PAD_ID
+    from attnexp.tokens import PAD_ID
 
     ids = encode_prompt(text, vocab, "source")
     if len(ids) > length:

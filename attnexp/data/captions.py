@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, SEQ2SEQ_SPECIALS
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID, SEQ2SEQ_SPECIALS
 
 WORDS = {
     "en": ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from attnexp.data.text import TextDataModule
-from attnexp.data.vocabulary import BOS, EOS, tokenize
+from attnexp.data.vocabulary import tokenize
+from attnexp.tokens import BOS, EOS
 
 SENTENCES = (
     "el perro come un hueso",

@@ -8,9 +8,9 @@ import torch
 
 from attnexp.data.date_formats import formats_for, render
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
-from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import SEQ2SEQ_SPECIALS
 
 
 class DatesDataModule(Seq2SeqDataModule):

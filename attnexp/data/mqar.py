@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnexp.data.synthetic import NO_TARGET, SyntheticDataModule, distinct, positions
+from attnexp.data.synthetic import SyntheticDataModule, distinct, positions
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import NO_TARGET
 
 
 class MQARDataModule(SyntheticDataModule):

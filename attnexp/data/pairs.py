@@ -8,8 +8,9 @@ from typing import Any
 
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
 from attnexp.data.text import read_text, split_fractions
-from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS, check_level, tokenize
+from attnexp.data.vocabulary import check_level, tokenize
 from attnexp.errors import AttnexpError
+from attnexp.tokens import SEQ2SEQ_SPECIALS
 
 
 def read_pairs(path: str, level: str) -> list[tuple[list[str], list[str]]]:

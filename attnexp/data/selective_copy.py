@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnexp.data.synthetic import NO_TARGET, SyntheticDataModule, positions
+from attnexp.data.synthetic import SyntheticDataModule, positions
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import NO_TARGET
 
 NOISE, GO = 0, 1
 

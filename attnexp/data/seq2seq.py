@@ -10,9 +10,10 @@ import torch
 from torch import Tensor
 
 from attnexp.data.tensor_loader import SplitLoaders
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from attnexp.data.vocabulary import Vocabulary
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
 
 SPLITS = ("train", "val", "test")
 

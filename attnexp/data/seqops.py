@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnexp.data.synthetic import NO_TARGET, SyntheticDataModule
+from attnexp.data.synthetic import SyntheticDataModule
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import NO_TARGET
 
 PAD, GO = 0, 1
 OPS = ("copy", "reverse", "sort")

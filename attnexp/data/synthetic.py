@@ -14,8 +14,8 @@ from attnexp.data.priors import answer_chance, sequence_chance
 from attnexp.data.tensor_loader import SplitLoaders
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import NO_TARGET
 
-NO_TARGET = -100  # a position that is not scored (the default ignore_index of torch's cross-entropy)
 SPLITS = ("train", "val", "test")
 
 

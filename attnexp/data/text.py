@@ -12,9 +12,10 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from attnexp.data.tensor_loader import RandomStarts, SplitLoaders, StreamWindows
-from attnexp.data.vocabulary import BOS, EOS, Vocabulary, check_level, tokenize
+from attnexp.data.vocabulary import Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
+from attnexp.tokens import BOS, EOS
 
 
 def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:

@@ -11,10 +11,8 @@ import torch
 from torch import Tensor
 
 from attnexp.errors import AttnexpError
+from attnexp.tokens import EOS_ID, PAD_ID, UNK
 
-UNK, BOS, EOS, PAD = "[unk]", "[bos]", "[eos]", "[pad]"
-SEQ2SEQ_SPECIALS = (PAD, BOS, EOS, UNK)  # the first ids of every sequence-to-sequence vocabulary
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 LEVELS = ("word", "char")
 # Special tokens, words (with inner apostrophes: "don't"), or single punctuation marks.
 WORD_PATTERN = re.compile(r"\[(?:unk|bos|eos)\]|\w+(?:'\w+)*|[^\w\s]")

@@ -6,11 +6,10 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.multihead import MultiHeadAttention, zero_empty_rows
+from attnexp.mixers.multihead import MultiHeadAttention
 
 MAX_TEMPERATURE = 100.0
 
@@ -46,12 +45,7 @@ class CosineAttention(MultiHeadAttention):
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         q_scaled = q * (self.temperature().to(q.dtype) / unit_norm(q))  # (B, H, Lq, D): t * q / ||q||, one pass
-        mask = None if mask is None else self.full_mask(mask, q, k)
-        dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(
-            q_scaled, k / unit_norm(k), v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None, scale=1.0
-        )
-        return zero_empty_rows(out, mask)  # (B, H, Lq, D)
+        return self.sdpa(q_scaled, k / unit_norm(k), v, mask, scale=1.0)  # (B, H, Lq, D)
 
 
 def unit_norm(x: Tensor) -> Tensor:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.mixers.multihead import MultiHeadAttention, zero_empty_rows
+from attnexp.mixers.multihead import MultiHeadAttention
 
 
 class DotAttention(MultiHeadAttention):
@@ -17,7 +16,4 @@ class DotAttention(MultiHeadAttention):
         return (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Lq, Lk)
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
-        mask = None if mask is None else self.full_mask(mask, q, k)
-        dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None)
-        return zero_empty_rows(out, mask)  # (B, H, Lq, D)
+        return self.sdpa(q, k, v, mask)  # (B, H, Lq, D)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.mixers.multihead import MultiHeadAttention, zero_empty_rows
+from attnexp.mixers.multihead import MultiHeadAttention
 
 
 class L2Attention(MultiHeadAttention):
@@ -37,10 +37,5 @@ class L2Attention(MultiHeadAttention):
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         q_aug = F.pad(q, (0, 1), value=0.5)  # (B, H, Lq, D+1): [q, 1/2], the factor 2 goes into the scale
         k_aug = torch.cat([k, -(k * k).sum(-1, keepdim=True)], dim=-1)  # (B, H, Lk, D+1)
-        mask = None if mask is None else self.full_mask(mask, q, k)
-        dropout = self.dropout if self.training else 0.0
         v_aug = F.pad(v, (0, 1))  # (B, H, Lk, D+1): SDPA's fused kernels need v as wide as q and k
-        out = F.scaled_dot_product_attention(
-            q_aug, k_aug, v_aug, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None, scale=2.0 * self.head_dim**-0.5
-        )
-        return zero_empty_rows(out[..., :-1], mask)  # (B, H, Lq, D)
+        return self.sdpa(q_aug, k_aug, v_aug, mask, scale=2.0 * self.head_dim**-0.5)[..., :-1]  # (B, H, Lq, D)

@@ -92,7 +92,7 @@ class MultiHeadAttention(TokenMixer):
         if dim % heads:
             raise AttnexpError(
                 f"dim={dim} is not divisible by heads={heads}: each head needs dim/heads channels. "
-                f"Pick heads (model.heads, or net.heads in the ViT) from {divisors(dim)}, or change the width."
+                f"Pick model.heads from {divisors(dim)}, or change the width."
             )
         allowed = ("auto", EXPLICIT, *self.fused_paths)
         if path not in allowed:
@@ -139,6 +139,17 @@ class MultiHeadAttention(TokenMixer):
             return mask
         tri = causal_mask(q.shape[-2], k.shape[-2], q.device)
         return tri if mask is None else mask & tri
+
+    def sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float | None = None) -> Tensor:
+        """One ``F.scaled_dot_product_attention`` call with this layer's masks (the caller's ``mask`` combined with the
+        causal one, or ``is_causal`` alone), its attention dropout while training and zeros for queries that may see
+        no key; ``scale`` defaults to 1/sqrt(q's width). The fused path of every mixer that fuses through SDPA.
+        # q (B, H, Lq, E), k (B, H, Lk, E), v (B, H, Lk, Dv) -> (B, H, Lq, Dv)"""
+        mask = None if mask is None else self.full_mask(mask, q, k)
+        dropout = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=self.causal and mask is None, scale=scale)
+        return zero_empty_rows(out, mask)
 
     def auto_path(self, device: torch.device, head_dim: int) -> str:
         """The fused path ``auto`` runs on ``device``."""

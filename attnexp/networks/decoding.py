@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
+from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def trim(ids: Tensor) -> Tensor:

@@ -106,3 +106,23 @@ class LanguageModel(nn.Module):
             h = h.gather(1, at.unsqueeze(-1).expand(-1, -1, h.shape[-1]))  # (B, A, C)
         logits = self.head(h)  # (B, L, V)
         return (logits, maps) if need_weights else logits
+
+
+def next_token_probs(net: nn.Module, ids: Tensor) -> Tensor:
+    """Probabilities of the token after ``ids`` (the last ``net.context`` of them).  # (L,) -> (V,)"""
+    with torch.no_grad():
+        return net(ids[-net.context :].unsqueeze(0))[0, -1].softmax(-1)
+
+
+def continue_ids(net: nn.Module, ids: Tensor, tokens: int, sample: bool, temperature: float, seed: int) -> Tensor:
+    """``tokens`` more ids after ``ids``: the most likely each time, or drawn at ``temperature``.  # (L,) -> (L+n,)"""
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(tokens):
+        probs = next_token_probs(net, ids)
+        if sample:
+            probs = (probs.log() / temperature).softmax(-1)
+            nxt = torch.multinomial(probs, 1, generator=generator)
+        else:
+            nxt = probs.argmax().view(1)
+        ids = torch.cat([ids, nxt])
+    return ids

@@ -8,12 +8,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from attnexp.data.vocabulary import BOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, divisors
 from attnexp.mixers.contract import build_mixer
 from attnexp.networks.blocks import DecoderBlock, PreNormBlock
 from attnexp.networks.positions import POSITIONS, check_positions
 from attnexp.rules import check
+from attnexp.tokens import BOS_ID, PAD_ID
 
 
 class TokenSource(nn.Module):
@@ -60,7 +60,7 @@ class Seq2Seq(nn.Module):
     gets its key padding mask, so padded source positions get exactly zero weight; the decoder's self-attention
     is causal (target padding only follows the tokens, so no real position sees it). The encoder's mixers are
     the mixer as configured (``model=masked`` reads the source left to right); the cross-attention is never
-    causal. ``heads``, when set, overrides ``model.heads``. ``tgt_len`` counts ``[bos]`` and ``[eos]``.
+    causal. The heads are the mixer's (``model.heads``). ``tgt_len`` counts ``[bos]`` and ``[eos]``.
     """
 
     def __init__(
@@ -77,13 +77,12 @@ class Seq2Seq(nn.Module):
         dim: int = 64,
         enc_depth: int = 2,
         dec_depth: int = 2,
-        heads: int | None = None,
         mlp_ratio: float = 4.0,
         dropout: float = 0.1,
         positions: str = "sinusoidal",
     ) -> None:
         super().__init__()
-        check("net", dim=dim, enc_depth=enc_depth, dec_depth=dec_depth, heads=heads, mlp_ratio=mlp_ratio, dropout=dropout)
+        check("net", dim=dim, enc_depth=enc_depth, dec_depth=dec_depth, mlp_ratio=mlp_ratio, dropout=dropout)
         check_positions(positions)
         if src_vocab_size is not None and src_len is not None:
             self.source: nn.Module = TokenSource(src_vocab_size, src_len, dim, positions)
@@ -93,15 +92,14 @@ class Seq2Seq(nn.Module):
             raise AttnexpError("net=seq2seq needs source tokens (src_vocab_size, src_len) or images (channels, image_height, "
                                "image_width, patch_size) from the data: pick a sequence-to-sequence data option (dates, pairs, captions).")
         self.num_classes, self.tgt_len = tgt_vocab_size, tgt_len
-        own_heads = {} if heads is None else {"heads": heads}
         s = self.source.num_tokens
         self.encoder = nn.ModuleList(
-            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=s, out_proj=True, **own_heads), dim, mlp_ratio, dropout) for _ in range(enc_depth))
+            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=s, out_proj=True), dim, mlp_ratio, dropout) for _ in range(enc_depth))
         self.enc_norm = nn.LayerNorm(dim)
         self.embed, self.positions = nn.Embedding(tgt_vocab_size, dim), POSITIONS[positions](tgt_len, dim)
         self.decoder = nn.ModuleList(
-            DecoderBlock(build_mixer(mixer, dim=dim, num_tokens=tgt_len, causal=True, out_proj=True, **own_heads),
-                         build_mixer(mixer, dim=dim, num_tokens=s, causal=False, out_proj=True, **own_heads), dim, mlp_ratio, dropout)
+            DecoderBlock(build_mixer(mixer, dim=dim, num_tokens=tgt_len, causal=True, out_proj=True),
+                         build_mixer(mixer, dim=dim, num_tokens=s, causal=False, out_proj=True), dim, mlp_ratio, dropout)
             for _ in range(dec_depth))
         self.drop = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)

@@ -28,8 +28,7 @@ class VisionTransformer(nn.Module):
 
     The class token is appended after the patches, so under a causal mask
     (``model=masked``) it still sees every patch; for the other mixers its
-    place makes no difference. ``heads``, when set, overrides ``model.heads``
-    for the attention mixers.
+    place makes no difference. The heads are the mixer's (``model.heads``).
     """
 
     def __init__(
@@ -42,14 +41,13 @@ class VisionTransformer(nn.Module):
         patch: int | None = None,
         dim: int = 64,
         depth: int = 4,
-        heads: int | None = None,
         mlp_ratio: float = 2.0,
         dropout: float = 0.0,
         pool: str = "cls",
         positions: str = "learned",
     ) -> None:
         super().__init__()
-        check("net", dim=dim, depth=depth, heads=heads, mlp_ratio=mlp_ratio, dropout=dropout)
+        check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
         check_positions(positions)
         self.patch = check_patch(image_size, patch_size, patch)
         if pool not in POOLS:
@@ -61,9 +59,8 @@ class VisionTransformer(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
         self.positions = POSITIONS[positions](num_tokens, dim)
         self.drop = nn.Dropout(dropout)
-        own_heads = {} if heads is None else {"heads": heads}  # None: the mixer's model.heads
         self.blocks = nn.ModuleList(
-            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True, **own_heads), dim, mlp_ratio, dropout)
+            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True), dim, mlp_ratio, dropout)
             for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim)

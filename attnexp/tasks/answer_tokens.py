@@ -11,8 +11,8 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassExactMatch
 
-from attnexp.data.synthetic import NO_TARGET
 from attnexp.tasks.base import Task
+from attnexp.tokens import NO_TARGET
 
 
 def answer_slots(target: Tensor) -> Tensor:

@@ -10,13 +10,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
-from attnexp.data.synthetic import NO_TARGET
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from attnexp.errors import AttnexpError
 from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.rules import check
 from attnexp.tasks.answer_tokens import AnswerAccuracy
 from attnexp.tasks.base import Forward, Task
+from attnexp.tokens import BOS_ID, EOS_ID, NO_TARGET, PAD_ID
 
 TEXT_METRICS = {"cer": "min", "bleu": "max"}  # name -> better direction
 

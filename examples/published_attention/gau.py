@@ -44,7 +44,7 @@ class GatedAttentionUnit(TokenMixer):
         super().__init__(dim, **request)
         if self.request.heads != 1:
             raise AttnexpError(f"the gated attention unit attends with one head (its gate does what more heads would), got "
-                               f"heads={self.request.heads}. Set model.heads=1, or leave net.heads unset.")
+                               f"heads={self.request.heads}. Set model.heads=1.")
         if not 0.0 <= dropout < 1.0:
             raise AttnexpError(f"model.dropout={dropout} is not a probability below 1.")
         self.heads, self.causal, self.dropout = 1, self.request.causal, dropout

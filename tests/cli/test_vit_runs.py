@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from attnexp.errors import AttnexpError
 
 VARIANTS = ["dot", "euclid", "masked", "se", "mlp"]
-SMALL_VIT = ["net=vit", "net.dim=32", "net.depth=2", "net.heads=2"]
+SMALL_VIT = ["net=vit", "net.dim=32", "net.depth=2", "model.heads=2"]
 
 
 def check_runs(root, data: str) -> None:
@@ -48,7 +48,7 @@ def test_vit_trains_on_mnist_patches(cli, tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("net.heads=3", "dim=32 is not divisible by heads=3"),
+    ("model.heads=3", "dim=32 is not divisible by heads=3"),
     ("net.patch=4", "already cuts 2x2 patches"),
 ])
 def test_bad_vit_settings_stop_before_training(tmp_path, override, message):

@@ -13,14 +13,14 @@ import torch.nn.functional as F
 from helpers import causal_mixers, model_factory
 
 from attnexp.callbacks.telemetry import AttentionTelemetry
-from attnexp.cli.predict import next_token_probs
 from attnexp.data import CorpusDataModule, DigitsDataModule, RecallDataModule
-from attnexp.data.synthetic import NO_TARGET
 from attnexp.data.vocabulary import Vocabulary
 from attnexp.mixers import DotAttention
 from attnexp.module import TaskModule
 from attnexp.networks import LanguageModel, PatchClassifier
+from attnexp.networks.language_model import next_token_probs
 from attnexp.tasks import AnswerTokens, ImageClassification, NextToken
+from attnexp.tokens import NO_TARGET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

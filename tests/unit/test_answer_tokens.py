@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from helpers import model_factory
 
 from attnexp.data import MQARDataModule
-from attnexp.data.synthetic import NO_TARGET
 from attnexp.networks import LanguageModel, SequenceClassifier
 from attnexp.tasks import AnswerTokens
+from attnexp.tokens import NO_TARGET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,8 +11,8 @@ from scipy import stats as sp
 
 from attnexp.data import ListOpsDataModule, MQARDataModule, RecallDataModule, SelectiveCopyDataModule, SeqOpsDataModule
 from attnexp.data.listops import TOKENS
-from attnexp.data.synthetic import NO_TARGET
 from attnexp.errors import AttnexpError
+from attnexp.tokens import NO_TARGET
 
 SIZES = {"train_size": 600, "val_size": 100, "test_size": 100}
 MODULES = {

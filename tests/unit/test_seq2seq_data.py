@@ -10,8 +10,8 @@ import torch
 from attnexp.data import CaptionsDataModule, DatesDataModule, PairsDataModule
 from attnexp.data.captions import WORDS, canvas_from_file
 from attnexp.data.date_formats import render
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID, SEQ2SEQ_SPECIALS
 from attnexp.errors import AttnexpError
+from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID, SEQ2SEQ_SPECIALS
 
 SMALL_DATES = dict(train_size=600, val_size=100, test_size=100)
 

@@ -10,12 +10,12 @@ import torch
 from helpers import model_factory, options
 from torch import nn
 
-from attnexp.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.mixers import DotAttention, EuclidAttention, SqueezeExcitation
 from attnexp.networks import Seq2Seq
 from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.tasks import Seq2SeqTask
+from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,7 +23,7 @@ SRC = dict(src_vocab_size=13, src_len=9, tgt_vocab_size=11, tgt_len=8)
 
 
 def build(variant: str, **overrides) -> Seq2Seq:
-    return Seq2Seq(model_factory(variant), **{**SRC, "dim": 16, "enc_depth": 2, "dec_depth": 2, "heads": 2, "dropout": 0.0, **overrides})
+    return Seq2Seq(model_factory(variant, heads=2), **{**SRC, "dim": 16, "enc_depth": 2, "dec_depth": 2, "dropout": 0.0, **overrides})
 
 
 def refuses(variant: str) -> bool:
@@ -223,7 +223,8 @@ def test_task_loss_skips_padding_and_exact_match_needs_every_token():
 def test_decoded_metrics_score_right_and_wrong_outputs(text_metric):
     from types import SimpleNamespace
 
-    from attnexp.data.vocabulary import SEQ2SEQ_SPECIALS, Vocabulary
+    from attnexp.data.vocabulary import Vocabulary
+    from attnexp.tokens import SEQ2SEQ_SPECIALS
 
     vocab = Vocabulary([*SEQ2SEQ_SPECIALS, "the", "cat", "sat", "on", "mat", "."], "word")
     task = Seq2SeqTask(text_metric=text_metric)

@@ -43,14 +43,14 @@ CONFIGS = [  # variant, channels, image, patch, dim, depth, heads, mlp_ratio, po
 
 @pytest.mark.parametrize("variant,channels,image,patch,dim,depth,heads,mlp_ratio,pool", CONFIGS)
 def test_parameter_counts(variant, channels, image, patch, dim, depth, heads, mlp_ratio, pool):
-    net = VisionTransformer(VARIANTS[variant], image, channels, None, 10, patch=patch, dim=dim, depth=depth,
-                            heads=heads, mlp_ratio=mlp_ratio, pool=pool)
+    mixer = model_factory(variant, **({} if heads is None else {"heads": heads}))
+    net = VisionTransformer(mixer, image, channels, None, 10, patch=patch, dim=dim, depth=depth, mlp_ratio=mlp_ratio, pool=pool)
     assert sum(p.numel() for p in net.parameters()) == expected_params(variant, channels, image, patch, dim, depth, mlp_ratio, pool)
 
 
 @pytest.mark.parametrize("variant", options("model"))
 def test_every_variant_runs_with_its_maps(variant):
-    net = VisionTransformer(VARIANTS[variant], 8, 1, 2, 10, dim=16, depth=2, heads=2)
+    net = VisionTransformer(model_factory(variant, heads=2), 8, 1, 2, 10, dim=16, depth=2)
     logits, maps = net(torch.randn(5, 16, 4), need_weights=True)
     assert logits.shape == (5, 10) and len(maps) == 2
     distributions = weight_kind(net.blocks[0].mixer) == DISTRIBUTIONS
@@ -66,7 +66,7 @@ def test_every_variant_runs_with_its_maps(variant):
 
 def test_book_configuration_size():
     """experiment=vit_book: patch 4, dim 512, 8 heads, MLP dim 512, 6 layers, class token."""
-    net = VisionTransformer(VARIANTS["dot"], 32, 3, 4, 10, dim=512, depth=6, heads=8, mlp_ratio=1.0)
+    net = VisionTransformer(model_factory("dot", heads=8), 32, 3, 4, 10, dim=512, depth=6, mlp_ratio=1.0)
     assert sum(p.numel() for p in net.parameters()) == expected_params("dot", 3, 32, 4, 512, 6, 1.0, "cls") == 9_532_938
     assert net.blocks[0].mixer.heads == 8
 
@@ -91,17 +91,18 @@ def test_masked_is_causal_over_patches_and_the_class_token_sees_all():
     assert not torch.allclose(net(changed), logits)
 
 
-def test_heads_of_the_net_override_the_variant():
-    net = VisionTransformer(partial(EuclidAttention, heads=1), 8, 1, 2, 10, dim=16, depth=1, heads=4)
-    assert net.blocks[0].mixer.heads == 4
-    assert VisionTransformer(partial(DotAttention, heads=2), 8, 1, 2, 10, dim=16, depth=1).blocks[0].mixer.heads == 2
+def test_the_heads_are_the_mixers():
+    """One home for the number of heads: the mixer's ``model.heads``; the network asks for none."""
+    assert VisionTransformer(partial(EuclidAttention, heads=4), 8, 1, 2, 10, dim=16, depth=1).blocks[0].mixer.heads == 4
+    with pytest.raises(TypeError, match="heads"):
+        VisionTransformer(partial(DotAttention, heads=2), 8, 1, 2, 10, dim=16, depth=1, heads=4)
 
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(patch_size=None, patch=5), r"net.patch=5 does not divide the image size 32.*Allowed: \[1, 2, 4, 8, 16, 32\]"),
     (dict(patch_size=None, patch=None), "needs a patch size"),
     (dict(patch_size=4, patch=8), r"already cuts 4x4 patches.*net.patch=null.*data.patch_size=null"),
-    (dict(patch_size=4, dim=30, heads=4), r"dim=30 is not divisible by heads=4.*net.heads.*\[1, 2, 3, 5, 6, 10, 15, 30\]"),
+    (dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=4)), r"dim=30 is not divisible by heads=4.*model.heads.*\[1, 2, 3, 5, 6, 10, 15, 30\]"),
     (dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=7)), "not divisible by heads=7"),
     (dict(patch_size=4, pool="max"), r"net.pool='max'.*\['cls', 'mean'\]"),
 ])

@@ -91,6 +91,7 @@ def test_the_checkout_says_its_commit_and_whether_its_code_changed(tmp_path):
     (["trainer.max_epoch=3"], ["trainer.max_epoch=3 sets trainer.max_epoch", "Did you mean trainer.max_epochs?"]),
     (["data=mnst"], ["data=mnst names no option of the config group data", "Did you mean data=mnist?"]),
     (["mdl.heads=2"], ["Did you mean model.heads?"]),
+    (["data=dates", "net.heads=2"], ["net.heads=2 sets net.heads, which is not a key", "Did you mean model.heads?"]),
     (["+seed=1"], ["which the config already has: set it without '+' (seed=1)"]),
     (["-m", "model=dot,euclid", "model.eps=0.1"], ["a key of model=euclid only: every job of the sweep gets it"]),
     (["-m", "model=euclid,dot", "model.eps=0.1"], ["model.eps is not a key of model=dot: every job of the sweep gets it"]),
