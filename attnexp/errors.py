@@ -11,7 +11,8 @@ class AttnexpError(Exception):
 
 
 class OutOfMemory(AttnexpError):
-    """An allocation failed: explained, but a failed run (exit status 1), not bad input (a setting may fit elsewhere)."""
+    """An allocation failed: explained, but a failed run (exit status 1), not bad input (a setting may fit
+    elsewhere)."""
 
 
 class MixerError(AttnexpError):

@@ -33,6 +33,13 @@ class TaskModule(pl.LightningModule):
     metrics under ``val/`` and ``test/`` (``acc``) and those it derives from each stage's loss (``ppl``).
     """
 
+    net: Any  # a network of attnexp.networks: it has num_classes
+    task: Task
+    train_loss_sum: Tensor
+    train_correct: Tensor
+    train_count: int | Tensor
+    tested_epoch: int | None
+
     def __init__(
         self,
         net: nn.Module,
@@ -52,8 +59,8 @@ class TaskModule(pl.LightningModule):
             net.compile()  # in place: checkpoints keep the same keys with and without compile
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        self.val_metrics = nn.ModuleDict(task.metrics(net.num_classes, "val"))
-        self.test_metrics = nn.ModuleDict(task.metrics(net.num_classes, "test"))
+        self.val_metrics = nn.ModuleDict(task.metrics(self.net.num_classes, "val"))
+        self.test_metrics = nn.ModuleDict(task.metrics(self.net.num_classes, "test"))
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
@@ -64,15 +71,16 @@ class TaskModule(pl.LightningModule):
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
         self.val_loss_this_epoch: Tensor | None = None  # for a plateau schedule: None when validation did not run
         self.loaded_epoch: int | None = None  # Lightning's epoch index of the checkpoint last loaded
-        self.tested_epoch: int | None = None  # the epoch (from 1) whose weights the test measures
+        self.tested_epoch = None  # the epoch (from 1) whose weights the test measures
 
     def forward(self, x: Tensor) -> Tensor:
         """The network's logits for ``x``, called as the task calls it (an encoder-decoder decodes greedily)."""
         return self.task.forward(self.net, x)
 
     def setup(self, stage: str) -> None:
-        if self.trainer.datamodule is not None:
-            self.task.bind(self.trainer.datamodule)
+        datamodule = self.trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it when fit or test starts
+        if datamodule is not None:
+            self.task.bind(datamodule)
 
     def _step(self, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         x, y = batch
@@ -96,7 +104,7 @@ class TaskModule(pl.LightningModule):
         self.losses.note(self.global_step, loss)
         self.train_count += count
         self.train_samples += len(batch[0])
-        if self.trainer.log_every_n_steps:
+        if self.trainer.log_every_n_steps:  # type: ignore[attr-defined]  # the Trainer's argument, kept by Lightning
             self.log("train/loss_step", loss, on_step=True, on_epoch=False, batch_size=1)
         return loss
 
@@ -131,20 +139,21 @@ class TaskModule(pl.LightningModule):
         self.losses.check(self.current_epoch + 1)
         n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
-        values = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss), "train/lr": self.last_lr}
+        values: dict[str, Any] = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss),
+                                  "train/lr": self.last_lr}
         self.log_dict({**values, **self._epoch_step()}, sync_dist=True, batch_size=1)  # one value per epoch: no weights
 
     def _epoch_step(self) -> dict[str, float]:
         """Lightning's ``step`` key: per-epoch curves get the epoch, counted from 1, as their x value (not the optimizer
         step); test metrics the epoch of the weights tested."""
-        return {"step": float(self.tested_epoch if self.trainer.testing else self.current_epoch + 1)}
+        return {"step": float(self.tested_epoch or 0) if self.trainer.testing else float(self.current_epoch + 1)}
 
-    def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: nn.ModuleDict, stage: str) -> None:
+    def _evaluate(self, batch: tuple[Tensor, Tensor], loss_metric: MeanMetric, metrics: Any, stage: str) -> None:
         loss, logits, y = self._step(batch)
         loss_metric.update(loss, weight=self.task.count(y))
         self.task.update(metrics, logits, y, self.net, batch[0], stage)
 
-    def _log_stage(self, stage: str, loss_metric: MeanMetric, metrics: nn.ModuleDict) -> dict[str, Tensor]:
+    def _log_stage(self, stage: str, loss_metric: MeanMetric, metrics: Any) -> dict[str, Tensor]:
         """Log ``<stage>/loss``, the task's metrics and what it derives from the loss; reset them."""
         loss = loss_metric.compute()
         values = {f"{stage}/loss": loss, **{f"{stage}/{name}": m.compute() for name, m in metrics.items()}}
@@ -166,9 +175,10 @@ class TaskModule(pl.LightningModule):
             self.log_dict({"val/acc_best": self.val_acc_best.compute(), **self._epoch_step()}, sync_dist=True)
 
     def on_test_start(self) -> None:
-        """The test measures the checkpoint it loaded (``trainer.test(ckpt_path=...)``), else the weights after the last epoch."""
-        tested = self.trainer.ckpt_path is not None and self.loaded_epoch is not None
-        self.tested_epoch = self.loaded_epoch + 1 if tested else self.current_epoch
+        """The test measures the checkpoint it loaded (``trainer.test(ckpt_path=...)``), else the weights after the
+        last epoch."""
+        loaded = self.loaded_epoch if self.trainer.ckpt_path is not None else None
+        self.tested_epoch = self.current_epoch if loaded is None else loaded + 1
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._evaluate(batch, self.test_loss, self.test_metrics, "test")

@@ -89,7 +89,8 @@ def check_value(key: str, value: Any, rule: Rule) -> None:
 
 
 def check(group: str, **arguments: Any) -> None:
-    """Apply the rule of every argument that has one; ``group`` is its place in the config (``model``, ``data.augment``)."""
+    """Apply the rule of every argument that has one; ``group`` is its place in the config (``model``,
+    ``data.augment``)."""
     for name, value in arguments.items():
         if name in RULES:
             check_value(f"{group}.{name}", value, RULES[name])

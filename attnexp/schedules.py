@@ -10,7 +10,8 @@ from attnexp.errors import AttnexpError
 
 
 def warmup_cosine(optimizer: Optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> LRScheduler:
-    """A linear warmup from lr / (warmup_steps + 1) over ``warmup_steps`` steps, then a cosine from lr down to ``min_lr``
+    """A linear warmup from lr / (warmup_steps + 1) over ``warmup_steps`` steps, then a cosine from lr down to
+    ``min_lr``
     at step ``total_steps`` (GPT-2 style; stepped after every optimizer step, ``module.scheduler_interval=step``)."""
     if not (isinstance(warmup_steps, int) and isinstance(total_steps, int) and 0 <= warmup_steps < total_steps):
         raise AttnexpError(f"module.scheduler.warmup_steps={warmup_steps} and total_steps={total_steps} must be integers with "

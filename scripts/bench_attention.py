@@ -85,8 +85,8 @@ def peak_mb(name: str, length: int, backward: bool) -> float:
     """Growth of the peak memory during one call of ``name`` at ``length``, in MB, measured in a fresh process (freed
     pages of earlier calls would otherwise be reused unseen): the GPU's peak allocation, or on a CPU the peak
     resident set (Linux's VmHWM) over the resident set before the call."""
-    code = (f"import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; print(json.dumps(one_peak({name!r}, "
-            f"{length}, {backward})))")
+    code = ("import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; "
+            f"print(json.dumps(one_peak({name!r}, {length}, {backward})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))})
     return json.loads(out.stdout.splitlines()[-1])

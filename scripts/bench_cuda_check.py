@@ -55,7 +55,8 @@ def main() -> None:
     load = os.getloadavg()
     print(f"bench_cuda_check: {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), load {load[0]:.2f}; "
           f"CUDA available: {torch.cuda.is_available()}")
-    print(f"ms per step: NVML check {nvml:.3f}, torch's check {plain:.3f}: {nvml - plain:.3f} ms saved, NVML/torch {nvml / plain:.2f}x")
+    print(f"ms per step: NVML check {nvml:.3f}, torch's check {plain:.3f}: {nvml - plain:.3f} ms saved, "
+          f"NVML/torch {nvml / plain:.2f}x")
 
 
 if __name__ == "__main__":

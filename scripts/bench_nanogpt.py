@@ -120,7 +120,8 @@ def main() -> None:
         print(f"round {i}: nanoGPT {ng:.2f} ms/step, attnexp {ax:.2f} ms/step, attnexp/nanoGPT {ax / ng:.3f}")
     ratio = statistics.median(ax / ng for ng, ax in rounds)
     load = os.getloadavg()
-    print(f"\nbench_nanogpt: {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s); attnexp/nanoGPT median {ratio:.3f}; "
+    print(f"\nbench_nanogpt: {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s); "
+          f"attnexp/nanoGPT median {ratio:.3f}; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
 
 

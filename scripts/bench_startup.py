@@ -51,8 +51,10 @@ def main() -> None:
         runs = [one_run(overrides, Path(tmp) / f"run{i}", args.threads) for i in range(args.repeats)]
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     load = os.getloadavg()[0]
-    print(f"bench_startup: attnexp {' '.join(overrides)}, median of {args.repeats} fresh processes, {args.threads} threads; load average {load:.2f} on {os.cpu_count()} CPUs")
-    print(f"total {med['total']:.2f} s = start (imports, config) {med['start']:.2f} s + run {med['run']:.2f} s + end {med['end']:.2f} s")
+    print(f"bench_startup: attnexp {' '.join(overrides)}, median of {args.repeats} fresh processes, {args.threads} "
+          f"threads; load average {load:.2f} on {os.cpu_count()} CPUs")
+    print(f"total {med['total']:.2f} s = start (imports, config) {med['start']:.2f} s + run {med['run']:.2f} s "
+          f"+ end {med['end']:.2f} s")
     print(f"run {med['run']:.2f} s = fit {med['fit']:.2f} s + data, test, figures {med['run'] - med['fit']:.2f} s; "
           f"fit is {med['fit'] / med['total']:.0%} of the total")
 

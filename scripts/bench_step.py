@@ -13,7 +13,8 @@ formula through autograd (the path used when the weights are asked for). On a GP
 synchronisation, so a step's time is the GPU's.
 
     PYTHONPATH=. python scripts/bench_step.py
-    PYTHONPATH=. python scripts/bench_step.py --device cuda --net lm --tokens 256 1024 4096 8192 --precision bf16 --only euclid
+    PYTHONPATH=. python scripts/bench_step.py --device cuda --net lm --tokens 256 1024 4096 8192 \
+      --precision bf16 --only euclid
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ def main() -> None:
     names = ["dot", *[n for n in VARIANTS if n != "dot" and (not args.only or n in args.only)]]
     if args.net != "patch":
         names = [n for n in names if n != "se"]  # causal (lm) or too wide (vit) for se's one gate per channel
-    out = [f"\n### bench_step: net={args.net}, precision {args.precision}{', compiled' if args.compile else ''}, {machine(device)}\n"]
+    compiled = ", compiled" if args.compile else ""
+    out = [f"\n### bench_step: net={args.net}, precision {args.precision}{compiled}, {machine(device)}\n"]
     for tokens in lengths:
         batch = args.batch or {"patch": 64, "vit_book": 32}.get(args.net) or max(1, args.batch_tokens // tokens)
         steps = {name: stepper(args.net, name, tokens, batch, device, args.precision, args.compile) for name in names}

@@ -52,12 +52,14 @@ def main() -> None:
     try:
         from pysword.modules import SwordModules
     except ImportError:
-        sys.exit("pysword is missing: sudo apt-get install python3-pysword (then run with /usr/bin/python3), or pip install pysword.")
+        sys.exit("pysword is missing: sudo apt-get install python3-pysword (then run with /usr/bin/python3), "
+                 "or pip install pysword.")
     modules = SwordModules(args.sword)
     installed = modules.parse_modules()
     missing = [name for name in (SOURCE, TARGET) if name not in installed]
     if missing:
-        sys.exit(f"SWORD modules {', '.join(missing)} are not in {args.sword}: sudo apt-get install sword-text-sparv sword-text-web.")
+        sys.exit(f"SWORD modules {', '.join(missing)} are not in {args.sword}: "
+                 "sudo apt-get install sword-text-sparv sword-text-web.")
     source, target = (modules.get_bible_from_module(name) for name in (SOURCE, TARGET))
     books = [book for testament in source.get_structure().get_books().values() for book in testament]
     target_books = {book.osis_name for testament in target.get_structure().get_books().values() for book in testament}

@@ -9,7 +9,8 @@
    (``module.compile=true``: euclid's fused path becomes a few Triton kernels).
 
 The report names the GPU, torch, CUDA and the commit, and says whether euclid met its aims: forward+backward at most
-1.5x SDPA in bf16 from L = 1024, a vit_book step at most 1.3x dot's. At most ``--budget`` seconds (540 by default, so one 10-minute command holds it).
+1.5x SDPA in bf16 from L = 1024, a vit_book step at most 1.3x dot's. At most ``--budget`` seconds (540 by default,
+so one 10-minute command holds it).
 
     PYTHONPATH=. python scripts/gpu_check.py --report gpu_check.md
 """
@@ -59,8 +60,10 @@ def run(command: list[str], report: Path, title: str, timeout: int) -> str:
 def header() -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     props = torch.cuda.get_device_properties(0)
-    return (f"# GPU check, {datetime.date.today()}\n\n{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
-            f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python {sys.version.split()[0]}; commit {commit or 'unknown'}\n")
+    return (f"# GPU check, {datetime.date.today()}\n\n"
+            f"{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
+            f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python "
+            f"{sys.version.split()[0]}; commit {commit or 'unknown'}\n")
 
 
 def ratios(output: str, column: int) -> dict[int, float]:
@@ -80,7 +83,8 @@ def aims(attention_bf16: str, vit_steps: dict[str, str]) -> str:
     for length, ratio in ratios(attention_bf16, 4).items():  # forward+backward x sdpa
         if length >= 1024:
             verdict = "met" if ratio <= AIMS["attention"] else "missed"
-            lines.append(f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA ({verdict}: at most {AIMS['attention']})")
+            lines.append(f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA "
+                         f"({verdict}: at most {AIMS['attention']})")
     for label, output in vit_steps.items():
         for length, ratio in ratios(output, 2).items():  # x dot
             verdict = "met" if ratio <= AIMS["vit_book"] else "missed"

@@ -103,7 +103,8 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str = "") -> None
             if items
         )
         raise AttnexpError(
-            f"{what or f'ckpt_path={path}'} was written by a different mixer or network ({details}). Use the same model, net and "
+            f"{what or f'ckpt_path={path}'} was written by a different "
+            f"mixer or network ({details}). Use the same model, net and "
             "data settings as the run that wrote it (its .hydra/config.yaml lists them)."
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import weakref
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -19,11 +20,11 @@ NOTED: weakref.WeakSet = weakref.WeakSet()  # the networks whose missing weights
 class Figures(pl.Callback):
     """Logs the figures of the module's task (:meth:`attnexp.tasks.Task.figures`) once, when fit ends."""
 
-    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         writers = figure_writers(trainer)
         if not writers:
             return
-        figures = pl_module.task.figures(functools.partial(forward_with_weights, pl_module), trainer.datamodule)
+        figures = pl_module.task.figures(functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None))
         write_figures(writers, figures, trainer.current_epoch)  # the last epoch trained (from 1): the curves' x axis
 
 
@@ -31,10 +32,11 @@ def figure_writers(trainer: pl.Trainer) -> list:
     """The loggers' writers that take matplotlib figures (TensorBoard); none off rank zero."""
     if not trainer.is_global_zero:
         return []
-    return [lg.experiment for lg in trainer.loggers if hasattr(lg.experiment, "add_figure")]
+    writers = [getattr(lg, "experiment", None) for lg in trainer.loggers]
+    return [w for w in writers if hasattr(w, "add_figure")]
 
 
-def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
+def forward_with_weights(pl_module: Any, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
     """The network in eval mode on ``x`` (through its task: an encoder-decoder decodes its own output) at the
     trainer's precision, returning float32 logits and each layer's weights; its mode is restored."""
     net, precision = pl_module.net, pl_module.trainer.precision_plugin
@@ -47,7 +49,7 @@ def forward_with_weights(pl_module: pl.LightningModule, x: Tensor) -> tuple[Tens
     return logits.float(), [m if m is None else m.float() for m in maps]
 
 
-def note_missing_weights(pl_module: pl.LightningModule, maps: list[Tensor | None]) -> None:
+def note_missing_weights(pl_module: Any, maps: list[Tensor | None]) -> None:
     """Say once per module when none of its mixers returns weights (``forward(..., need_weights=True)`` gave None):
     there is then no attention telemetry and no attention figure, which is no failure."""
     mixers = sorted({type(m).__name__ for m in pl_module.net.modules() if is_mixer(m)})

@@ -32,7 +32,7 @@ class DeferredInterrupt(pl.Callback):
             stop_request.clear()
             self.previous = stop_request.install(stop_request.StopOnSignal(at_once=True), (signal.SIGINT,))[signal.SIGINT]
 
-    def _check(self, *args: Any) -> None:
+    def _check(self, *args: Any, **kwargs: Any) -> None:
         if stop_request.requested() and not self.raised:
             self.raised = True
             raise KeyboardInterrupt

@@ -22,7 +22,7 @@ class EpochProgressBar(TQDMProgressBar):
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         self.train_progress_bar.set_description(f"Epoch {trainer.current_epoch + 1}{total}")
 
-    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+    def get_metrics(self, trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
         shown = {}
         for key in ("train/loss", pl_module.task.monitor):
             value = trainer.callback_metrics.get(key)
@@ -39,21 +39,21 @@ class EpochLines(pl.Callback):
         self.first = 0
         self.validated = False
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.first = trainer.current_epoch  # after a resumed checkpoint is restored
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.validated = self.validated or not trainer.sanity_checking
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if trainer.current_epoch > self.first:
             self.report(trainer, pl_module, trainer.current_epoch)
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if trainer.current_epoch > self.first:
             self.report(trainer, pl_module, trainer.current_epoch)
 
-    def report(self, trainer: pl.Trainer, pl_module: pl.LightningModule, epoch: int) -> None:
+    def report(self, trainer: pl.Trainer, pl_module: Any, epoch: int) -> None:
         metrics, monitor = trainer.callback_metrics, pl_module.task.monitor
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         parts = [f"{key} {float(metrics[key]):.{DIGITS}f}" for key in ("train/loss",) if key in metrics]

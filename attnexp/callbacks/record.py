@@ -17,10 +17,10 @@ from attnexp.runs.record import RunRecord
 log = logging.getLogger("attnexp")
 
 
-def what_ran(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
     data's chance level and evaluated examples, each mixer class's source, the software and the device."""
-    task, datamodule = pl_module.task, trainer.datamodule
+    task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
     facts: dict[str, Any] = {"params": sum(p.numel() for p in pl_module.parameters()), "classes": pl_module.net.num_classes,
                              "summary": list(task.summary.items()), "monitor": task.monitor, "mode": task.mode}
     batch = getattr(datamodule, "batch_size", None)
@@ -30,15 +30,16 @@ def what_ran(trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, An
     paths = sorted({m.path_for(device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
         facts["path"] = ",".join(paths)
-    if getattr(datamodule, "chance", None) is not None:  # generated tasks know theirs; else 1 / classes
-        facts["chance"] = datamodule.chance
+    chance = getattr(datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
+    if chance is not None:
+        facts["chance"] = chance
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
     return {**facts, "mixers": provenance.mixer_sources(pl_module.net), "software": provenance.software(),
             "device": provenance.device(device, trainer.num_devices)}
 
 
-def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: Any) -> str:
     """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
     batch, step = fields.get("batch_size"), fields.get("effective_batch_size")
     per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
@@ -58,7 +59,8 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     if not validated and best_score(trainer) == {}:
         return {"status": metrics_file.UNVALIDATED, "error": (
             f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
-            f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, {trainer.current_epoch} epochs), so no "
+            f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, "
+            f"{trainer.current_epoch} epochs), so no "
             f"best checkpoint was chosen and {what} the last weights.")}
     return {"status": metrics_file.OK}
 
@@ -96,7 +98,7 @@ class RecordKeeper(pl.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = [list(item) for item in state_dict.get("monitor_history", [])]
 
-    def _write(self, trainer: pl.Trainer, status: str = metrics_file.OK, **fields: Any) -> None:
+    def _write(self, trainer: pl.Trainer, status: Any = metrics_file.OK, **fields: Any) -> None:
         metrics = metrics_file.final_metrics(trainer.callback_metrics)
         fields = {**metrics, "status": status, "wall_s": round(time.perf_counter() - self.started, 3), **fields}
         if trainer.is_global_zero:
@@ -104,34 +106,34 @@ class RecordKeeper(pl.Callback):
         else:
             self.record.fields.update(fields)
 
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+    def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
         if not self.described:
             self.described = True
             self.record.fields.update(what_ran(trainer, pl_module))
             if self.announce:
                 log.info(describe(self.record.fields, trainer, pl_module))
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.fit_started = time.perf_counter()
         self._write(trainer, metrics_file.RUNNING)
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.first_epoch = trainer.current_epoch  # after a resumed checkpoint is restored
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.samples += pl_module.train_samples  # this rank's training inputs of the epoch
         self._write(trainer, metrics_file.RUNNING, epochs=trainer.current_epoch + 1)
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self.validated = self.validated or not trainer.sanity_checking
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         value = trainer.callback_metrics.get(pl_module.task.monitor)
         if not trainer.sanity_checking and value is not None:  # logged by the module's epoch end, which runs first
             epoch = trainer.current_epoch + 1
             self.history = [item for item in self.history if item[0] < epoch] + [[epoch, float(value)]]
 
-    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         seconds = time.perf_counter() - self.fit_started
         epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
         monitor = pl_module.task.monitor
@@ -143,10 +145,10 @@ class RecordKeeper(pl.Callback):
                     **best_score(trainer), monitor_history=self.history, still_improving=judged.pop("still_improving"),
                     convergence=judged, **({"status": metrics_file.TRAINED} if self.test else self.outcome))
 
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)
 
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+    def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
             if trainer.world_size == 1:
                 trainer.save_checkpoint(self.record.folder / "checkpoints" / "interrupted.ckpt")

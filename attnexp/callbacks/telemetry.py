@@ -105,12 +105,13 @@ class AttentionTelemetry(pl.Callback):
     def __init__(self, samples: int = 64) -> None:
         self.samples = samples
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking or trainer.datamodule is None:
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        datamodule = getattr(trainer, "datamodule", None)
+        if trainer.sanity_checking or datamodule is None:
             return
         devices = [pl_module.device] if pl_module.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's draws stay as they were
-            x = next(iter(trainer.datamodule.val_dataloader()))[0][: self.samples]
+            x = next(iter(datamodule.val_dataloader()))[0][: self.samples]
         mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
         recorders = [CallRecorder(m) for m in mixers]
         try:

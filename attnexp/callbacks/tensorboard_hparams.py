@@ -32,7 +32,7 @@ AS_TEXT = ("seed", "width", "depth", "heads", "batch_size", "epochs")  # whole n
 WHAT_RAN = ("fingerprint", "choices", "mixers", "software", "device", "config")  # the record's fields in the Text tab
 
 
-def curated_hparams(record: RunRecord, pl_module: pl.LightningModule) -> dict[str, Any]:
+def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
     """The run's curated hyperparameters, plus the keys its command line sets (a sweep's varying keys)."""
     cfg, choices = OmegaConf.create(record.settings.config), record.settings.choices
     mixers = [m for m in pl_module.net.modules() if is_mixer(m)]  # built-in or not (see attnexp.mixers.contract)
@@ -61,7 +61,7 @@ def hparam_value(value: Any) -> Any:
     return value if isinstance(value, (int, float, str)) else str(value)
 
 
-def metric_tags(pl_module: pl.LightningModule, logged: Iterable[str]) -> list[str]:
+def metric_tags(pl_module: Any, logged: Iterable[str]) -> list[str]:
     """The run's metrics in HParams order: the task's summary metrics (its headline one first) and checkpoint metric,
     the other test, validation and training metrics, then what else is logged (attention telemetry last)."""
     import torch
@@ -102,7 +102,7 @@ class TensorBoardHParams(pl.Callback):
         loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)] if trainer.is_global_zero else []
         return [lg.experiment for lg in loggers]
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if self.record is None:
             return
         self.hparams = curated_hparams(self.record, pl_module)
@@ -113,19 +113,19 @@ class TensorBoardHParams(pl.Callback):
                 logger.log_hyperparams(self.hparams)  # hparams.yaml (no HParams summary: default_hp_metric is off)
                 logger.experiment.add_text("config", text, global_step=0)
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if not trainer.sanity_checking:
             self._start(trainer, pl_module)
 
-    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._start(trainer, pl_module)
         if not self.test:
             self._end(trainer)
 
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._end(trainer)
 
-    def _start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def _start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if self.started or not self.hparams:
             return
         self.started = True

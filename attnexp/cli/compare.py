@@ -1,4 +1,5 @@
-"""The ``attnexp-compare`` entrypoint: summarize run or sweep folders without retraining (see :mod:`attnexp.comparison`)."""
+"""The ``attnexp-compare`` entrypoint: summarize run or sweep folders without retraining (see
+:mod:`attnexp.comparison`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", help="run folders or sweep folders (searched recursively)")
     parser.add_argument("--out", help="where to write the summary (default: ./comparison/<date>_<time>)")
-    parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot (default: model=dot when present, else the first)")
+    parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot "
+                                           "(default: model=dot when present, else the first)")
     parser.add_argument("--tune", nargs="*", default=list(DEFAULT_TUNE), help="keys tuned per configuration (default: module.optimizer.lr)")
     parser.add_argument("--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy")
     parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE",
@@ -80,7 +82,8 @@ def margins_given(items: Sequence[str]) -> dict[str, float]:
         except ValueError:
             found[metric] = -1.0
         if not metric or not found[metric] >= 0:
-            raise ValueError(f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. --margin test/acc=0.005 test/loss=0.01.")
+            raise ValueError(f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. "
+                             "--margin test/acc=0.005 test/loss=0.01.")
     return found
 
 

@@ -121,7 +121,7 @@ def keep_traceback(err: BaseException) -> None:
     """Write ``err``'s traceback to train.log only (the console keeps its one paragraph)."""
     logger = logging.getLogger("attnexp.traceback")
     text = "".join(traceback.format_exception(err)).rstrip()
-    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, text, None, None)
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, text, (), None)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)

@@ -16,7 +16,7 @@ from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR, build_net
 from attnexp.cli.validate import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
-from attnexp.runs.folders import hydra_files
+from attnexp.runs.folders import saved_hydra
 
 if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help answers at once
     from torch import Tensor, nn
@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help an
 
 
 def find_checkpoint(run: Path, checkpoint: str) -> Path:
-    """``best`` (the run's best checkpoint by its task's metric, else ``last``), ``last``, or a path to a ``.ckpt`` file.
+    """``best`` (the run's best checkpoint by its task's metric, else ``last``), ``last``, or a path to a ``.ckpt``
+    file.
     A mid-epoch ``interrupted.ckpt`` is used only when named as a path."""
     folder = run / "checkpoints"
     if checkpoint == "best":
@@ -58,11 +59,12 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
     data_state = next((v for v in state.values() if isinstance(v, dict) and ("vocab" in v or "tgt_vocab" in v)), None)
     if data_state is None:
         raise AttnexpError(
-            f"run={run} was not trained on text or sequence pairs (its checkpoint holds no vocabulary). attnexp-predict "
+            f"run={run} was not trained on text or sequence pairs "
+            "(its checkpoint holds no vocabulary). attnexp-predict "
             "works on runs of data=corpus, text, dates, pairs and captions."
         )
     spec = data_state.get("spec") or {"vocab_size": len(data_state["vocab"]), "context": data_state["context"]}
-    _, hydra_cfg = hydra_files(folder)
+    hydra_cfg = saved_hydra(folder)
     if hydra_cfg is not None:  # a mixer of the user's: importable from the folder the run was started in, as then
         add_import_folders(list(hydra_cfg.searchpath), str(hydra_cfg.runtime.cwd))
     net = build_net(OmegaConf.load(config).net, spec)
@@ -87,7 +89,8 @@ def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
 
 
 def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tensor:
-    """Prompt (or source) ids; unknown tokens become ``[unk]`` with a warning, only unknown ones are an error.  # (L,)"""
+    """Prompt (or source) ids; unknown tokens become ``[unk]`` with a warning, only unknown ones are an error.  #
+    (L,)"""
     from attnexp.data.vocabulary import tokenize
     from attnexp.tokens import UNK
 
@@ -97,7 +100,8 @@ def encode_prompt(prompt: str, vocab: Vocabulary, what: str = "prompt") -> Tenso
         known = ", ".join([repr(t) if vocab.level == "char" else t for t in vocab.tokens if not t.startswith("[")][:20])
         raise AttnexpError(
             f"The {what} {prompt!r} has no token the model knows ({vocab.level} level, {len(vocab)} tokens), so there "
-            f"is nothing to predict from. Use {'words' if vocab.level == 'word' else 'characters'} of the training text, e.g. {known}."
+            f"is nothing to predict from. Use {'words' if vocab.level == 'word' else 'characters'} "
+            f"of the training text, e.g. {known}."
         )
     if unknown:
         print(f"warning: not in the vocabulary, read as {UNK}: {', '.join(map(repr, unknown))}", file=sys.stderr)
@@ -111,7 +115,8 @@ def predict(cfg: DictConfig) -> str:
 
     if cfg.top_k < 1 or cfg.tokens < 0 or not cfg.temperature > 0 or cfg.beam < 1:
         raise AttnexpError(
-            f"top_k must be >= 1, tokens >= 0, temperature > 0 and beam >= 1; got top_k={cfg.top_k}, tokens={cfg.tokens}, "
+            "top_k must be >= 1, tokens >= 0, temperature > 0 and "
+            f"beam >= 1; got top_k={cfg.top_k}, tokens={cfg.tokens}, "
             f"temperature={cfg.temperature}, beam={cfg.beam}. E.g. top_k=5 tokens=10 temperature=0.8 beam=4."
         )
     net, state = load_run(cfg.run, cfg.checkpoint)
@@ -145,7 +150,8 @@ def predict_next(cfg: DictConfig, net: nn.Module, vocab: Vocabulary) -> str:
 
 
 def predict_sequence(cfg: DictConfig, net: nn.Module, state: dict[str, Any]) -> str:
-    """The best output of a beam search for ``source=`` or ``image=``, and the top alternatives with their probabilities."""
+    """The best output of a beam search for ``source=`` or ``image=``, and the top alternatives with their
+    probabilities."""
     from attnexp.data.vocabulary import Vocabulary
     from attnexp.networks.decoding import beam_search
 
@@ -182,7 +188,8 @@ def encode_source(text: str, vocab: Vocabulary, length: int) -> Tensor:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="predict")
 def main(cfg: DictConfig) -> Any:
-    """The Hydra app behind ``attnexp-predict`` (:func:`cli`); a bad run folder, prompt or setting gets one paragraph and exit status 2."""
+    """The Hydra app behind ``attnexp-predict`` (:func:`cli`); a bad run folder, prompt or setting gets one
+    paragraph and exit status 2."""
     try:
         print(predict(cfg))
     except AttnexpError as err:

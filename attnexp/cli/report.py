@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
 from attnexp.errors import explain
 from attnexp.runs import metrics_file
@@ -64,7 +65,7 @@ def failure(status: str, err: BaseException, kept: bool = True, log_file: Path |
     """The one paragraph of a run that stopped; in a sweep it names the job. A run refused for bad input in a folder
     made for it leaves none (``kept`` False), and says so; ``log_file``: where its traceback is."""
     reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
-    job = f" in job {job_name()}" if HydraConfig.get().mode.name == "MULTIRUN" else ""
+    job = f" in job {job_name()}" if HydraConfig.get().mode == RunMode.MULTIRUN else ""
     removed = "" if kept else " Its run folder was removed: nothing of this run is kept."
     traceback = f" The traceback is in {shown(log_file)}." if log_file and kept else ""
     return f"{LABELS[status]}{job}: {reason}{removed}{traceback}"

@@ -92,7 +92,8 @@ class UserConfigs(SearchPathPlugin):
         hidden = hidden_options(local) if local else []
         if hidden:  # a mixer of one's own named like a built-in one would run the built-in under its name
             logging.getLogger("attnexp").warning(
-                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: attnexp has options of these names, and its own are "
+                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: "
+                "attnexp has options of these names, and its own are "
                 "used. Rename yours (e.g. configs/model/mine.yaml) to use them.")
 
 

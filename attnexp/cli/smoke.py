@@ -13,6 +13,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -45,7 +46,7 @@ def smoke_run(cfg: DictConfig) -> Result:
         return Result("smoke run", True, what_ran(Path(folder), time.perf_counter() - start))
 
 
-def smoke_config(cfg: DictConfig, folder: str) -> DictConfig:
+def smoke_config(cfg: DictConfig, folder: str) -> Any:
     """``cfg`` with its outputs in ``folder`` and one short epoch: :data:`BATCHES` batches of each split."""
     run = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     with open_dict(run):
@@ -66,7 +67,8 @@ def what_ran(folder: Path, seconds: float) -> str:
     telemetry = sum(k.startswith("attn/") for k in record)
     figures = figure_tags(folder)
     return (f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
-            f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, {counted(telemetry, 'telemetry value')}, "
+            f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, "
+            f"{counted(telemetry, 'telemetry value')}, "
             f"{counted(len(figures), 'figure')} ({seconds:.1f} s)")
 
 
@@ -78,7 +80,7 @@ def figure_tags(folder: Path) -> set[str]:
     """The image tags of the TensorBoard files in ``folder``."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-    tags = set()
+    tags: set[str] = set()
     for path in folder.glob("events.out.tfevents.*"):
         for event in EventFileLoader(str(path)).Load():
             tags.update(v.tag for v in event.summary.value if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image"))
@@ -96,7 +98,7 @@ class quiet:
         for name in self.levels:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
         self.warnings.__exit__(*exc)

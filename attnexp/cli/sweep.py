@@ -46,7 +46,8 @@ class SweepCallback(Callback):
         folder = str(config.hydra.sweep.dir)
         exclude = list(dict.fromkeys([*config.hydra.job.config.override_dirname.exclude_keys, *fixed_keys(list(config.hydra.overrides.task))]))
         self.jobs = check_distinct_folders(config, exclude)
-        submitit = str(OmegaConf.to_container(config.hydra.launcher, resolve=False).get("submitit_folder", ""))
+        launcher = OmegaConf.to_container(config.hydra.launcher, resolve=False)
+        submitit = str(launcher.get("submitit_folder", "")) if isinstance(launcher, dict) else ""
         with open_dict(config):
             if submitit.endswith("/%j"):  # submitit would also make a folder named %j, empty, in every sweep
                 config.hydra.launcher.submitit_folder = submitit.removesuffix("/%j")
@@ -69,8 +70,8 @@ class SweepCallback(Callback):
         failed = [f"{r.folder.relative_to(sweep_dir)} ({r.metrics['status'].replace('_', ' ')})" for r in runs
                   if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)]
         failed += [f"{r['folder']} (bad input, no folder kept)" for r in refused]
-        notes = [f"Left out: job {r['job']} (bad input: {str(r['error']).splitlines()[0][:200].rstrip('.')}); no run folder was kept."
-                 for r in refused]
+        notes = [f"Left out: job {r['job']} (bad input: {str(r['error']).splitlines()[0][:200].rstrip('.')}); "
+                 "no run folder was kept." for r in refused]
         if any(r.comparable for r in runs):
             options = config.get("compare") or {}
             settings = (list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []), dict(options.get("margin") or {}))
@@ -121,4 +122,4 @@ def report_stop(sweep_dir: Path, runs: list[Run], jobs: int | None) -> None:
 def signal_name() -> str:
     import signal
 
-    return signal.Signals(stop_request.requested()).name
+    return signal.Signals(stop_request.requested() or signal.SIGINT).name

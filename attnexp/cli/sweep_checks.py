@@ -56,7 +56,7 @@ def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None
     jobs = list(itertools.product(*values))
     folders: dict[str, list[int]] = defaultdict(list)
     for num, job in enumerate(jobs):
-        named = sorted(o.input_line for o in parser.parse_overrides(list(job)) if o.key_or_group not in exclude)
+        named = sorted(str(o.input_line) for o in parser.parse_overrides(list(job)) if o.key_or_group not in exclude)
         folders[job_dirname(",".join(named), num)].append(num)
     shared = {folder: nums for folder, nums in folders.items() if len(nums) > 1}
     if shared:

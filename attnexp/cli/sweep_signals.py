@@ -6,7 +6,8 @@ at their next batch boundary and end ``interrupted`` with ``checkpoints/interrup
 not start, and the sweep ends with one message and exit status 130 (:class:`attnexp.cli.sweep.SweepCallback`).
 The workers record such signals from the moment they start (:func:`attnexp.stop_request.in_sweep_worker`, their
 initializer), and end with the sweep's process (joblib shuts its pool down at exit): no process outlives it. A
-second signal to the main process stops at once: the workers are killed and their jobs' records stay ``running``, which summaries report as ``abandoned``
+second signal to the main process stops at once: the workers are killed and their jobs' records stay ``running``,
+which summaries report as ``abandoned``
 and ``resume=true`` continues from the last finished epoch.
 """
 
@@ -53,8 +54,8 @@ def forward(signum: int) -> None:
     say(f"\n{name}: stopping the sweep. Each running job stops at its next batch boundary and saves "
         "checkpoints/interrupted.ckpt; jobs not started yet are skipped. Another Ctrl-C or SIGTERM stops at once.")
     for worker in workers():
-        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-            os.kill(worker.pid, signum)
+        with contextlib.suppress(ProcessLookupError, TypeError):  # ended meanwhile (no pid once reaped)
+            os.kill(worker.pid, signum)  # type: ignore[arg-type]
 
 
 def say(text: str) -> None:

@@ -71,8 +71,9 @@ def explain_target(where: str, target: str, folders: list[Path]) -> str | None:
         for part in target.split(".")[1:]:
             if not hasattr(obj, part):  # a submodule not imported yet, or a name the module lacks
                 if not hasattr(obj, "__path__") or importlib.util.find_spec(f"{obj.__name__}.{part}") is None:
-                    return (f"{where}._target_ names {target}, but {origin if obj.__name__ == top else obj.__name__} has no "
-                            f"{part!r}. Fix the _target_ or the module. Nothing was run or written.")
+                    module = origin if obj.__name__ == top else obj.__name__
+                    return (f"{where}._target_ names {target}, but {module} has no {part!r}. Fix the _target_ or the "
+                            "module. Nothing was run or written.")
                 importlib.import_module(f"{obj.__name__}.{part}")
             obj = getattr(obj, part)
     except Exception as err:  # the module is there, but importing it fails
@@ -93,8 +94,7 @@ def check_targets(cfg: DictConfig, searchpath: list[str], overrides: list[str]) 
                                "call it by that name, and a comparison with dot could compare dot with dot by name. "
                                + RECIPE.format(target=value or "your.module.Class"))
     plain = OmegaConf.to_container(cfg, resolve=False)
-    plain.pop("hydra", None)
-    for where, target in targets(plain):
+    for where, target in targets({k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain):
         reason = explain_target(where, target, folders)
         if reason:
             raise AttnexpError(reason)
@@ -106,7 +106,7 @@ def job_configs(config: DictConfig, config_name: str) -> Iterator[DictConfig]:
     from hydra import compose
 
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    fixed = [str(o.input_line) for o in parsed if not o.is_sweep_override()]
     groups = set(config.hydra.runtime.choices)
     yield config
     for override in parsed:

@@ -108,7 +108,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
 
         torch.set_num_threads(threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule: pl.LightningDataModule = instantiate(cfg.data)
+    datamodule = instantiate(cfg.data)  # a data module of attnexp.data: it describes itself by its spec
     net = build_net(cfg.net, datamodule.spec)
     if resumed:
         check_same_sources(output_dir, mixer_sources(net))
@@ -126,7 +126,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test"):
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "")
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     return metrics
@@ -134,7 +134,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for Hydra sweepers.
+    """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for
+    Hydra sweepers.
 
     A failing run is recorded in its metrics.json and explained in one
     paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
@@ -170,7 +171,8 @@ def main(cfg: DictConfig) -> Any:
 
 
 def meta_parameter_count(cfg: DictConfig) -> int | None:
-    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be built."""
+    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be
+    built."""
     try:
         import torch
         from hydra.utils import instantiate

@@ -66,7 +66,7 @@ def flat_keys(node: Any, where: str = "") -> Iterator[str]:
             yield from flat_keys(child, full)
 
 
-def node_at(plain: dict, key: str) -> Any:
+def node_at(plain: Any, key: str) -> Any:
     """The value at a dotted key of a plain config, or :data:`MISSING_KEY` (nothing is resolved: Hydra's run folder
     resolver makes folders)."""
     node: Any = plain
@@ -104,7 +104,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
 
     overrides, _ = overrides_and_words(args)
     parsed = OverridesParser.create().parse_overrides(overrides)
-    first = {o.input_line: sweep_values(o) for o in parsed}
+    first = {str(o.input_line): sweep_values(o) for o in parsed}
     base = [f"{o.get_key_element()}={values[0]}" for o, values in zip(parsed, first.values()) if values]
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         try:
@@ -213,7 +213,8 @@ def lacking(err: Exception, parsed: Sequence[Any], groups: set[str], option: str
     key = next((o.get_key_element() for o in parsed if o.get_key_element() not in groups and not o.get_key_element().startswith("+")
                 and node_at(plain, o.get_key_element().lstrip("~")) is MISSING_KEY), None)
     if key is None:
-        return f"The config of the sweep's jobs with {option} cannot be composed: {' '.join(str(err).split())}. Nothing was run or written."
+        return (f"The config of the sweep's jobs with {option} cannot be composed: {' '.join(str(err).split())}. "
+                "Nothing was run or written.")
     return (f"{key} is not a key of {option}: every job of the sweep gets it, and the jobs of {option} cannot take it. "
             "Sweep the options that take it on their own. Nothing was run or written.")
 
@@ -238,7 +239,7 @@ def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], compos
 MISSING_KEY = object()
 
 
-def child_keys(plain: dict, parent: str) -> list[str]:
+def child_keys(plain: Any, parent: str) -> list[str]:
     node = node_at(plain, parent)
     return [str(k) for k in node if str(k) != "hydra"] if isinstance(node, dict) else []
 

@@ -44,7 +44,7 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def _check_arguments(prefix: str, node: DictConfig) -> None:
-    for key in node:
+    for key in map(str, node):
         if OmegaConf.is_interpolation(node, key):  # another group's node (net.mixer is the model): checked there
             continue
         value = node[key]
@@ -84,7 +84,8 @@ def check_override_syntax(args: list[str]) -> None:
             key, value = arg.split("=", 1)
             raise AttnexpError(
                 f"The override {arg!r} cannot be read ({str(err).splitlines()[0].strip()}). A value holding '=', ',', "
-                f"spaces or brackets, such as the path of a run folder (named by its overrides, e.g. ..._seed=1), goes in "
+                "spaces or brackets, such as the path of a run folder "
+                "(named by its overrides, e.g. ..._seed=1), goes in "
                 f"quotes inside the argument: {key}='{value}' (in a shell: \"{key}='{value}'\")."
             ) from None
 
@@ -130,7 +131,8 @@ def check_optimizer_arguments(cfg: DictConfig) -> None:
         raise AttnexpError(
             f"module.optimizer sets {', '.join(unknown)}, which {node._target_} does not take "
             f"(it takes {', '.join(takes)}). Remove the key with "
-            f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or set module.optimizer._target_ to an optimizer that takes it."
+            f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or "
+            "set module.optimizer._target_ to an optimizer that takes it."
         )
 
 

@@ -24,7 +24,8 @@ class OverwriteError(Exception):
 
 
 def write_all(c: Comparison, out: Path) -> list[Path]:
-    """Write every file of ``c`` into ``out``; return their paths. Refuses to replace a file not written by a comparison."""
+    """Write every file of ``c`` into ``out``; return their paths. Refuses to replace a file not written by a
+    comparison."""
     names = [*OUTPUTS, *plot_names(c)]
     out.mkdir(parents=True, exist_ok=True)
     ours = set((out / MANIFEST).read_text().split()) if (out / MANIFEST).is_file() else set()
@@ -46,7 +47,7 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
     if profiled(c):
         plot_profile(c, out)
     for key in c.search.keys if c.search else []:
-        plot_search(c.search, key, out)
+        plot_search(c.search, key, out)  # type: ignore[arg-type]  # there is a search where there are keys
     return [out / n for n in names]
 
 

@@ -70,9 +70,9 @@ def by_settings(runs: list[Run], named: list[Run], ignore: Sequence[str]) -> Non
     """Name ``runs`` (in place) by what tells the configurations of ``named`` apart (module docstring)."""
     ids = {id(r): identity(r, ignore) for r in named}
     for fp, sources in set(ids.values()):  # a run that stopped before its mixers were recorded: the only version
-        versions = {s for f, s in ids.values() if f == fp and s}
-        if not sources and len(versions) == 1:
-            only = next(iter(versions))
+        known = {s for f, s in ids.values() if f == fp and s}
+        if not sources and len(known) == 1:
+            only = next(iter(known))
             ids = {k: (f, only if (f, s) == (fp, "") else s) for k, (f, s) in ids.items()}
     groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in named:
@@ -170,7 +170,7 @@ def by_overrides(runs: list[Run], named: list[Run], ignore: Sequence[str]) -> No
     found = {}
     for run in runs:
         settings = {"model": metrics_file.mixer(run.metrics), "data": str(run.metrics.get("data"))}
-        settings.update(o.lstrip("+~").split("=", 1) for o in run.overrides if "=" in o)
+        settings.update(dict(o.lstrip("+~").split("=", 1) for o in run.overrides if "=" in o))
         found[id(run)] = settings
     keys = sorted({k for r in named for k in found[id(r)]} - {"resume", *ignore})
     varying = [k for k in keys if len({found[id(r)].get(k) for r in named}) > 1 and k != "seed"] or ["model"]

@@ -7,6 +7,7 @@ import csv
 import math
 import statistics
 from pathlib import Path
+from typing import Any
 
 from attnexp.comparison import suite
 from attnexp.comparison.search import Search, rounded
@@ -152,7 +153,9 @@ def plot_profile(c: Comparison, out: Path) -> None:
     import matplotlib.pyplot as plt
     from rliable import plot_utils
 
-    agg = c.suite.aggregates
+    agg = c.suite.aggregates if c.suite else None
+    if agg is None:
+        return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     curves = {m: p[0] for m, p in agg.profiles.items()}
     bands = {m: (p[1], p[2]) for m, p in agg.profiles.items()}
@@ -174,21 +177,21 @@ def plot_search(s: Search, key: str, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = [(suite.as_number(t.values[key]), t.values[key], t.objective) for t in s.trials if key in t.values and math.isfinite(t.objective)]
+    trials = [t for t in s.trials if key in t.values and math.isfinite(t.objective)]
+    numbers = [suite.as_number(t.values[key]) for t in trials]
+    labels = sorted({t.values[key] for t in trials})
     fig, ax = plt.subplots(figsize=(6, 4))
-    numeric = [p for p in points if p[0] is not None]
-    if numeric and len(numeric) == len(points):
-        xs = [p[0] for p in points]
-        if min(xs) > 0 and max(xs) > 20 * min(xs):
-            ax.set_xscale("log")
-    else:  # categories: one position per value
-        labels = sorted({p[1] for p in points})
-        points = [(labels.index(p[1]), p[1], p[2]) for p in points]
+    xs = [n for n in numbers if n is not None]
+    numeric = bool(trials) and len(xs) == len(trials)
+    if numeric and min(xs) > 0 and max(xs) > 20 * min(xs):
+        ax.set_xscale("log")
+    if not numeric:  # categories: one position per value
+        xs = [float(labels.index(t.values[key])) for t in trials]
         ax.set_xticks(range(len(labels)), labels)
-    ax.scatter([p[0] for p in points], [p[2] for p in points], color="tab:blue", s=20, label="trial")
+    ax.scatter(xs, [t.objective for t in trials], color="tab:blue", s=20, label="trial")
     best = s.best
     if best is not None and key in best.values:
-        x = suite.as_number(best.values[key]) if numeric and len(numeric) == len(points) else sorted({p[1] for p in points}).index(best.values[key])
+        x: Any = suite.as_number(best.values[key]) if numeric else labels.index(best.values[key])
         ax.scatter([x], [best.objective], color="tab:red", s=60, marker="*", zorder=3, label=f"best: {key}={rounded(best.values[key])}")
     ax.set(xlabel=key, ylabel=s.objective, title=f"{s.objective} of each trial against {key} ({len(s.trials)} trials)")
     ax.grid(alpha=0.3)

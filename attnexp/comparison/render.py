@@ -29,7 +29,8 @@ def interval(s: Spread) -> str:
 
 
 def tex_interval(s: Spread) -> str:
-    """``$mean \\pm half-width$`` of the interval (``[low, high]`` where a bound cut it), the mean alone where there is none."""
+    """``$mean \\pm half-width$`` of the interval (``[low, high]`` where a bound cut it), the mean alone where
+    there is none."""
     if math.isnan(s.mean):
         return "--"
     if s.n < 2:
@@ -75,8 +76,8 @@ def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "conf
     """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline with the
     raw and Holm-adjusted p and the verdict (in the tuned table, after the grid each row was tuned over)."""
     tuned = any(row.grid for row in rows)
-    lines = [f"| {label} |{' tuned over |' if tuned else ''} n | per seed | mean | std | 95% CI | Δ vs {baseline} [95% CI] | "
-             "p (test) | adjusted p | verdict |", "|---" * (10 + tuned) + "|"]
+    lines = [f"| {label} |{' tuned over |' if tuned else ''} n | per seed | mean | std | 95% CI | "
+             f"Δ vs {baseline} [95% CI] | p (test) | adjusted p | verdict |", "|---" * (10 + tuned) + "|"]
     for row in rows:
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (fmt(s.std), f"[{fmt(s.low)}, {fmt(s.high)}]")
@@ -124,7 +125,8 @@ def suite_markdown(s: Suite) -> str:
         table.append(f"| {m} | {', '.join(agg.seeds[m])} | {estimate(agg.iqm.get(m))} | {estimate(agg.mean.get(m))} | {better} |")
     left_out = f" Left out: {'; '.join(agg.left_out)}." if agg.left_out else ""
     return text + (
-        f"\n\n### Aggregates over {len(agg.data)} data options\n\nScores normalised per data option from its chance (0) "
+        f"\n\n### Aggregates over {len(agg.data)} data options\n\nScores "
+        "normalised per data option from its chance (0) "
         "to the best attainable (1), for the seeds that ran every option; the interquartile mean (IQM) and the mean, "
         f"with stratified bootstrap 95% intervals ({REPS} resamples of the runs within each data option); the "
         "probability that a run of the mixer beats a run of the baseline on a data option, averaged over the options "
@@ -170,15 +172,22 @@ def markdown(c: Comparison) -> str:
         headline(c),
         f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
         f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
-        "within [0, 1]). Differences are paired by seed (paired t) on the seeds both configurations have, Welch's t "
-        "when they share fewer than 2; the sign test where every paired difference is the same (it has no interval). "
+        "within [0, 1]). Differences are paired by seed (paired "
+        "t) on the seeds both configurations have, Welch's t "
+        "when they share fewer than 2; the sign test where every "
+        "paired difference is the same (it has no interval). "
         f"The primary metric ({c.primary}) answers the comparison; the others are secondary, reported in support. "
-        "p-values are adjusted over each table's comparisons of one metric (Holm): the primary metric's comparisons "
+        "p-values are adjusted over each table's comparisons of "
+        "one metric (Holm): the primary metric's comparisons "
         "are the family the verdicts above rest on. Verdicts: better or worse when "
-        "the adjusted p is below 0.05 and the difference exceeds the margin; equivalent when two one-sided tests put "
-        "it within ±margin (adjusted p below 0.05); inconclusive otherwise, with the seeds that would decide at the "
-        "observed spread (power 0.8). A verdict from fewer than 3 seeds, or resting on runs still improving at their "
-        "last epoch, says so; configurations trained with different budgets (or tuned over different grids) are not "
+        "the adjusted p is below 0.05 and the difference exceeds "
+        "the margin; equivalent when two one-sided tests put "
+        "it within ±margin (adjusted p below 0.05); inconclusive "
+        "otherwise, with the seeds that would decide at the "
+        "observed spread (power 0.8). A verdict from fewer than "
+        "3 seeds, or resting on runs still improving at their "
+        "last epoch, says so; configurations trained with "
+        "different budgets (or tuned over different grids) are not "
         f"compared. Margins: {margins or 'none'}. A value that is not a finite number is "
         "missing: named after n, left out of the statistics."]
     for metric in c.metrics:
@@ -193,8 +202,10 @@ def markdown(c: Comparison) -> str:
     for row in c.rows:
         per_s = row.mean_of("train_samples_per_s")
         per_epoch = row.mean_of("seconds_per_epoch")
-        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {'-' if math.isnan(per_epoch) else f'{per_epoch:.2f}'}"
-                     f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} | {still_improving(row)} | {row.status.replace('|', '/')} |")
+        epoch = "-" if math.isnan(per_epoch) else f"{per_epoch:.2f}"
+        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {epoch}"
+                     f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} "
+                     f"| {still_improving(row)} | {row.status.replace('|', '/')} |")
     if c.rows:
         parts.append("### Runs\n\n" + "\n".join(lines) + "\n\n" + RUNS_NOTE)
     if c.tuned:

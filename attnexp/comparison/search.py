@@ -77,8 +77,8 @@ def searched(run: Run) -> tuple[list[str], str, bool] | None:
 
 def search(runs: list[Run]) -> Search | None:
     """The trials among ``runs`` ranked by their objective, or None when no run is a trial."""
-    found = {id(r): searched(r) for r in runs}
-    trials = [r for r in runs if found[id(r)]]
+    found = {id(r): s for r in runs if (s := searched(r))}
+    trials = [r for r in runs if id(r) in found]
     if not trials:
         return None
     keys = list(dict.fromkeys(k for r in trials for k in found[id(r)][0]))

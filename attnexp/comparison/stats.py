@@ -8,7 +8,7 @@ import gc
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class Difference(NamedTuple):
     seeds: int | None = None
 
 
-def finite(values: Mapping[str, float]) -> dict[str, float]:
+def finite(values: Mapping[str, Any]) -> dict[str, float]:
     """The values that are finite numbers."""
     return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
 
@@ -139,7 +139,8 @@ def adjust(diffs: Sequence[Difference]) -> list[Difference]:
         kept = [i for i, p in enumerate(ps) if math.isfinite(p)]
         adjusted = [math.nan] * len(ps)
         if kept:
-            gc.freeze()  # statsmodels' Holm calls gc.collect(), which would walk every object of the process (0.1 s with torch)
+            # statsmodels' Holm calls gc.collect(), which would walk every object of the process (0.1 s with torch)
+            gc.freeze()
             try:
                 holm_p = multipletests([ps[i] for i in kept], alpha=ALPHA, method="holm")[1]
             finally:

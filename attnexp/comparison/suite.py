@@ -128,16 +128,16 @@ def aggregates(s: Suite, runs_of: dict[tuple[str, str], list[Run]], baseline: st
             agg.scores[mixer] = np.array([[by_seed[seed][d] for d in usable] for seed in seeds])
     rng = np.random.RandomState(BOOTSTRAP_SEED)
     for mixer, scores in agg.scores.items():
-        point = [float(rm.aggregate_iqm(scores)), float(rm.aggregate_mean(scores))]
+        means = [float(rm.aggregate_iqm(scores)), float(rm.aggregate_mean(scores))]
         profile = rly.score_distributions(scores, TAUS)
         if len(scores) < 2:  # one run per data option: resampling it tells nothing
-            agg.iqm[mixer], agg.mean[mixer] = Estimate(point[0]), Estimate(point[1])
+            agg.iqm[mixer], agg.mean[mixer] = Estimate(means[0]), Estimate(means[1])
             agg.profiles[mixer] = (profile, profile, profile)
             continue
         _, ci = rly.get_interval_estimates({mixer: scores}, lambda x: np.array([rm.aggregate_iqm(x), rm.aggregate_mean(x)]),
                                            reps=REPS, confidence_interval_size=LEVEL, random_state=rng)
-        agg.iqm[mixer] = Estimate(point[0], float(ci[mixer][0][0]), float(ci[mixer][1][0]))
-        agg.mean[mixer] = Estimate(point[1], float(ci[mixer][0][1]), float(ci[mixer][1][1]))
+        agg.iqm[mixer] = Estimate(means[0], float(ci[mixer][0][0]), float(ci[mixer][1][0]))
+        agg.mean[mixer] = Estimate(means[1], float(ci[mixer][0][1]), float(ci[mixer][1][1]))
         _, band = rly.get_interval_estimates({mixer: scores}, lambda x: rly.score_distributions(x, TAUS), reps=REPS,
                                              confidence_interval_size=LEVEL, random_state=rng)
         agg.profiles[mixer] = (profile, band[mixer][0], band[mixer][1])
@@ -199,6 +199,7 @@ def knob_curves(runs: list[Run], key: str, metric: str) -> dict[str, list[tuple[
     """Per configuration (``key`` left out): ``metric`` over seeds at each value of ``key``, by value."""
     points: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
-        if r.ok and key in r.settings and math.isfinite(value(r, metric)):
-            points[r.config(leave_out=[key])][as_number(r.settings[key])].append(value(r, metric))
+        x = as_number(r.settings.get(key, ""))
+        if r.ok and x is not None and math.isfinite(value(r, metric)):
+            points[r.config(leave_out=[key])][x].append(value(r, metric))
     return {name: [(x, spread(v, bounds(metric))) for x, v in sorted(by_x.items())] for name, by_x in sorted(points.items())}

@@ -1,7 +1,8 @@
 """The comparison's tables: one row per configuration (seeds grouped) with intervals, and the difference from a
 baseline with a test and a verdict.
 
-Built from run folders (:func:`attnexp.comparison.naming.find_runs`) at the end of every sweep and by ``attnexp-compare``
+Built from run folders (:func:`attnexp.comparison.naming.find_runs`) at the end of every sweep and by
+``attnexp-compare``
 (:func:`attnexp.comparison.summary.compare`); trains nothing.
 """
 
@@ -20,7 +21,8 @@ from attnexp.comparison.stats import Difference, Spread, adjust, difference, fin
 
 @dataclass
 class Row:
-    """One configuration: its runs, and per metric its values by seed, their spread and the difference from the baseline."""
+    """One configuration: its runs, and per metric its values by seed, their spread and the difference from the
+    baseline."""
 
     config: str
     runs: list[Run]
@@ -88,7 +90,8 @@ def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
     if wanted:
         found = [r for r in ordered if matches(r, wanted)]
         if not found:
-            raise ValueError(f"no configuration matches the baseline {wanted!r}; the configurations are: {', '.join(r.config for r in rows)}")
+            configs = ", ".join(r.config for r in rows)
+            raise ValueError(f"no configuration matches the baseline {wanted!r}; the configurations are: {configs}")
         return found[0]
     return next((r for r in ordered if r.named.get("model") == "dot"), rows[0])
 
@@ -110,8 +113,8 @@ def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[
             row.missing[metric] = {seed: str(v) for seed, v in recorded.items() if seed not in row.values[metric]}
             row.spreads[metric] = spread(list(row.values[metric].values()), margins.bounds(metric))
     for row in rows:
-        own = own_baseline(rows, row, spec or {})
-        row.baseline = (own or base).config if (own or base) else ""
+        chosen = own_baseline(rows, row, spec or {}) or base
+        row.baseline = chosen.config if chosen else ""
     by_config = {r.config: r for r in rows}
     compared = [r for r in rows if base is not None and r.config != r.baseline]
     refused = {r.config: fairness.unequal_grid(r, by_config[r.baseline]) or fairness.unequal_budget(r, by_config[r.baseline], ignore)

@@ -52,7 +52,8 @@ class CaptionsDataModule(Seq2SeqDataModule):
             if value not in allowed:
                 raise AttnexpError(f"data.{key}={value!r} is not an option of data=captions. Allowed: {', '.join(allowed)}.")
         if not 0 < val_fraction < 1:
-            raise AttnexpError(f"data.val_fraction={val_fraction} must be between 0 and 1 (the share of training images kept for validation), e.g. 0.1.")
+            raise AttnexpError(f"data.val_fraction={val_fraction} must be between 0 and 1 (the share of training images "
+                               "kept for validation), e.g. 0.1.")
         self.images, self.language, self.max_digits = images, language, max_digits
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.val_fraction, self.patch_size, self.root, self.download = val_fraction, patch_size, root, download
@@ -97,7 +98,7 @@ class CaptionsDataModule(Seq2SeqDataModule):
             x.sub_(mean).div_(std.clamp_min(1e-6))
 
     @property
-    def spec(self) -> dict[str, int]:
+    def spec(self) -> dict[str, Any]:
         self.setup()
         _, channels, height, width = self.splits["train"][0].shape
         return {"channels": channels, "image_height": height, "image_width": width, "patch_size": self.patch_size, **self.target_spec}
@@ -114,7 +115,8 @@ class CaptionsDataModule(Seq2SeqDataModule):
 
 def canvas_from_file(path: str, height: int, width: int, stats: dict[str, float]) -> Tensor:
     """An image file as a network input: grey levels in [0, 1], inverted when the background is light (the
-    digits are light on dark, as in MNIST), scaled (by area when shrinking) to fit a ``height`` x ``width`` canvas (keeping its aspect),
+    digits are light on dark, as in MNIST), scaled (by area when shrinking) to fit a ``height`` x ``width`` canvas
+    (keeping its aspect),
     placed at the left and centred vertically as the training canvases are, normalised with the training
     canvases' ``mean`` and ``std``.  # (1, height, width)"""
     import numpy as np

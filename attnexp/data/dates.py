@@ -36,8 +36,10 @@ class DatesDataModule(Seq2SeqDataModule):
         days = (self.last - self.first).days + 1
         if sum(self.sizes.values()) > days:
             raise AttnexpError(
-                f"data.train_size + val_size + test_size = {sum(self.sizes.values())} examples need as many different dates, "
-                f"but {first_year}-{last_year} has {days}: each date is used once, so that no val or test date is seen in "
+                "data.train_size + val_size + test_size = "
+                f"{sum(self.sizes.values())} examples need as many different dates, "
+                f"but {first_year}-{last_year} has {days}: each date is "
+                "used once, so that no val or test date is seen in "
                 "training. Widen the range (data.first_year, data.last_year) or use fewer examples."
             )
         self.days = days

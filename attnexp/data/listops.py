@@ -59,7 +59,8 @@ class ListOpsDataModule(SyntheticDataModule):
             raise AttnexpError(
                 f"data.max_args={max_args}, data.max_length={max_length} and data.nest={nest} cannot make ListOps "
                 "expressions: an operator takes at least 2 arguments, the shortest expression with max_args arguments "
-                "needs max_args + 2 tokens, and nest is a probability below 1. E.g. data.max_args=5 data.max_length=64 data.nest=0.25."
+                "needs max_args + 2 tokens, and nest is a probability below "
+                "1. E.g. data.max_args=5 data.max_length=64 data.nest=0.25."
             )
         self.vocab_size, self.context = len(TOKENS), max_length
         self.max_depth, self.max_args, self.nest = max_depth, max_args, nest

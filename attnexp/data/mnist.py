@@ -91,7 +91,8 @@ class MNISTDataModule(ImageDataModule):
         except (RuntimeError, OSError, ValueError) as err:
             package = f"install its system package (its files go to {self.package_dir}), " if self.package_dir else ""
             raise AttnexpError(
-                f"Could not load {self.folder} from {raw} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). "
+                f"Could not load {self.folder} from {raw} ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}). "
                 "Put the four IDX files (train-images-idx3-ubyte, train-labels-idx1-ubyte, "
                 "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, optionally .gz) in that folder, "
                 f"{package}or point the data root elsewhere with ATTNEXP_DATA_DIR=/path/to/data or "

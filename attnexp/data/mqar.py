@@ -64,7 +64,8 @@ class MQARDataModule(SyntheticDataModule):
         return x, y
 
     def gaps(self, n: int, q: int, slots: int, generator: torch.Generator) -> Tensor:
-        """Each query's slot after the pairs, distinct in a row: uniform, or from Zoology's power law over gaps.  # (n, Q)"""
+        """Each query's slot after the pairs, distinct in a row: uniform, or from Zoology's power law over gaps.  #
+        (n, Q)"""
         if self.power_a == 1:
             return positions(n, q, slots, generator)
         gap = torch.arange(1, slots + 1, dtype=torch.float64)

@@ -60,7 +60,8 @@ class PairsDataModule(Seq2SeqDataModule):
 
     def build(self) -> None:
         if self.path is None:
-            raise AttnexpError("data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target pair per line).")
+            raise AttnexpError("data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target "
+                               "pair per line).")
         pairs = read_pairs(self.path, self.level)
         parts = self.split(pairs)
         if not all(parts.values()):
@@ -68,7 +69,8 @@ class PairsDataModule(Seq2SeqDataModule):
             raise AttnexpError(
                 f"data.path={self.path} has {n} pairs, too few to split into train / val / test "
                 f"({' / '.join(str(len(p)) for p in parts.values())} with data.val_fraction={self.fractions[1]:g} and "
-                f"data.test_fraction={self.fractions[2]:g}): every part needs at least one pair. Use a file of at least "
+                f"data.test_fraction={self.fractions[2]:g}): every part "
+                "needs at least one pair. Use a file of at least "
                 f"{need} pairs (thousands to learn anything), or larger fractions."
             )
         self.src_vocab = self.vocabulary("src_vocab", [t for s, _ in parts["train"] for t in s], self.level, SEQ2SEQ_SPECIALS)

@@ -24,9 +24,9 @@ def encode_rows(rows: Sequence[Sequence[str]], vocab: Vocabulary, length: int, b
     ids, unk = vocab.ids, vocab.unk_id
     out = []
     for row in rows:
-        row = [ids.get(t, unk) for t in row]
-        row = [BOS_ID, *row, EOS_ID] if bos_eos else row
-        out.append(row + [PAD_ID] * (length - len(row)))
+        coded = [ids.get(t, unk) for t in row]
+        coded = [BOS_ID, *coded, EOS_ID] if bos_eos else coded
+        out.append(coded + [PAD_ID] * (length - len(coded)))
     return torch.tensor(out, dtype=torch.long)
 
 
@@ -38,8 +38,8 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
     vocabularies travel in checkpoints (``attnexp-predict`` needs no data).
     """
 
-    src_vocab: Vocabulary | None = None
-    tgt_vocab: Vocabulary | None = None
+    src_vocab: Any = None  # Vocabulary (None for image sources), built or restored in setup
+    tgt_vocab: Any = None
     src_len: int = 0
     tgt_len: int = 0
 
@@ -72,7 +72,8 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
         return self.src_vocab.decode([i for i in src.tolist() if i != PAD_ID])
 
     def vocabulary(self, name: str, tokens: Sequence[str], level: str, specials: tuple[str, ...]) -> Vocabulary:
-        """The vocabulary ``name`` (``src_vocab``, ``tgt_vocab``) restored from a checkpoint, else built from ``tokens``."""
+        """The vocabulary ``name`` (``src_vocab``, ``tgt_vocab``) restored from a checkpoint, else built from
+        ``tokens``."""
         state = self.restored.get(name)
         return Vocabulary.from_state(state) if state else Vocabulary.build(tokens, level, specials)
 
@@ -93,7 +94,8 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
         changed = [key for key in ("spec", "src_vocab", "tgt_vocab") if state.get(key) != found.get(key)]
         if changed:
             raise AttnexpError(
-                f"The data no longer matches the checkpoint: its {', '.join(changed)} differ from what the checkpoint was "
+                "The data no longer matches the checkpoint: its "
+                f"{', '.join(changed)} differ from what the checkpoint was "
                 "trained with (a changed data file or data setting). Resume or test with the data and settings of the "
                 "training run, or start a new run."
             )

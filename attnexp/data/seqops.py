@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import Tensor
 
@@ -54,7 +56,7 @@ class SeqOpsDataModule(SyntheticDataModule):
         """The test split: equal shares of each test length, none of them a train or val input."""
         lengths, n = self.test_lengths, self.sizes["test"]
         shares = [n // len(lengths) + (i < n % len(lengths)) for i in range(len(lengths))]
-        parts = [self.fresh(k, lambda r, m=m: self.of_length(r, m, generator), seen, split) for m, k in zip(lengths, shares)]
+        parts = [self.fresh(k, partial(self.of_length, m=m, generator=generator), seen, split) for m, k in zip(lengths, shares)]
         return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
     def of_length(self, n: int, m: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:

@@ -77,23 +77,27 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
         self.chance = measure(self.splits["train"], self.splits["val"])
 
     def fresh(self, wanted: int, draw: Callable[[int], tuple[Tensor, Tensor]], seen: set[bytes], split: str) -> tuple[Tensor, Tensor]:
-        """``wanted`` examples from ``draw(n)`` with distinct inputs, none in ``seen``, drawing more where some were not."""
+        """``wanted`` examples from ``draw(n)`` with distinct inputs, none in ``seen``, drawing more where some
+        were not."""
         xs, ys, kept, taken = [], [], 0, set(seen)
         for _ in range(8):
             x, y = draw(wanted - kept + (wanted - kept) // 4 + 8)
-            new = []
+            unseen = []
             for row in x:
                 key = row.numpy().tobytes()
-                new.append(key not in taken)
+                unseen.append(key not in taken)
                 taken.add(key)
-            new = torch.tensor(new, dtype=torch.bool)
-            xs.append(x[new]), ys.append(y[new])
+            new = torch.tensor(unseen, dtype=torch.bool)
+            xs.append(x[new])
+            ys.append(y[new])
             kept += int(new.sum())
             if kept >= wanted:
                 return torch.cat(xs)[:wanted], torch.cat(ys)[:wanted]
         raise AttnexpError(
-            f"{' + '.join(f'data.{name}_size' for name in split.split(' + '))} = {wanted} examples with distinct inputs are more than "
-            f"this task's settings can make{' without repeating another split' if seen else ''} (found {kept}): the space "
+            f"{' + '.join(f'data.{name}_size' for name in split.split(' + '))} "
+            f"= {wanted} examples with distinct inputs are more than "
+            f"this task's settings can make{' without repeating another split' if seen else ''} "
+            f"(found {kept}): the space "
             "of inputs is too small. Use smaller data.train_size, data.val_size or data.test_size, or longer or more "
             "varied sequences."
         )
@@ -105,7 +109,8 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
 def distinct(n: int, k: int, low: int, high: int, generator: torch.Generator) -> Tensor:
     """``k`` distinct integers from [low, high) in each of ``n`` rows, in random order.  # (n, k)
 
-    The ranks of uniform draws, taken a block of rows at a time so a large range (a vocabulary of 8192) fits in memory."""
+    The ranks of uniform draws, taken a block of rows at a time so a large range (a vocabulary of 8192) fits in
+    memory."""
     rows = max(1, 2**24 // (high - low))
     return torch.cat([
         torch.rand(min(rows, n - start), high - low, generator=generator).topk(k, dim=1, largest=False).indices

@@ -53,7 +53,8 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
     if not text.strip():
         raise AttnexpError(
             f"data.path={path} is empty{' (only whitespace)' if text else ''}: there is nothing to learn from. "
-            f"Point data.path at a UTF-8 text file with at least a few thousand {'lines' if data == 'pairs' else 'characters'}."
+            "Point data.path at a UTF-8 text file with at least a few "
+            f"thousand {'lines' if data == 'pairs' else 'characters'}."
         )
     return text
 
@@ -115,7 +116,7 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         self.path, self.level, self.context, self.stride = path, level, context, stride
         self.fractions = split_fractions(val_fraction, test_fraction)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.vocab: Vocabulary | None = None
+        self.vocab: Any = None  # a Vocabulary, built or restored in setup
         self.streams: dict[str, Tensor] = {}  # token ids of each part  # (N,)
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}
 

@@ -1,4 +1,5 @@
-"""Figures for sequence-to-sequence tasks: cross-attention alignments, and captions with their attention over the image."""
+"""Figures for sequence-to-sequence tasks: cross-attention alignments, and captions with their attention over the
+image."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
 def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None) -> plt.Figure:
     """One row per image: the image titled with its predicted caption (red when wrong), then per predicted
     token the last decoder block's cross-attention over the image patches (mean over heads), upsampled to the
-    image as a heat overlay (none without ``maps``).  # images (N, C, H, W); maps[i]: (H, T_i, S), S patches in row-major order"""
+    image as a heat overlay (none without ``maps``).  # images (N, C, H, W); maps[i]: (H, T_i, S), S patches in
+    row-major order"""
     n, _, height, width = images.shape
     columns = 1 + (max(len(o) for o in outputs) if maps is not None else 0)
     fig, axes = plt.subplots(n, columns, figsize=(columns * 0.9 * width / height + 0.5, n * 1.3), squeeze=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -30,7 +32,8 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
     panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
     if not panels:
         return None
-    cells, scale = [], weight_scale([data for _, data in panels])
+    cells: list[Any] = []
+    scale = weight_scale([data for _, data in panels])
     for r in range(len(images)):
         cells.append((r, 0, images[r].permute(1, 2, 0).squeeze(-1), "input", {"cmap": "gray"}, {}))
         cells += [(r, c, data[r].float(), title, scale, {}) for c, (title, data) in enumerate(panels, start=1)]
@@ -53,7 +56,7 @@ def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
 
     ax = fig.axes[0]
     for image in [im for im in ax.images if im.get_extent()[0] < 1]:  # the first column: the inputs
-        rows, cols = (n // patch for n in image.get_array().shape[:2])
+        rows, cols = (n // patch for n in image.get_array().shape[:2])  # type: ignore[union-attr]  # drawn: it has an array
         left, right, bottom, top = image.get_extent()
         dx, dy = (right - left) / cols, (top - bottom) / rows  # per patch, in the axes' units (y runs downwards)
         for k in range(1, cols):
@@ -120,5 +123,8 @@ def panel_figure(
             ax.text(left + 2 * half, bottom + 0.01, f"{cols_ - 1}", ha="right", va="top", fontsize=8)
             ax.text(left - 0.08, bottom - height / 2, axis_labels[0], ha="right", va="center", rotation=90, fontsize=8)
             ax.text(c + 0.5, bottom + 0.01, axis_labels[1], ha="center", va="top", fontsize=8)
-    ax.set_xlim(0, columns), ax.set_ylim(rows, 0), ax.set_aspect("auto"), ax.set_axis_off()
+    ax.set_xlim(0, columns)
+    ax.set_ylim(rows, 0)
+    ax.set_aspect("auto")
+    ax.set_axis_off()
     return fig

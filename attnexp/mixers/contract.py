@@ -92,7 +92,7 @@ def make_mixer(factory: Callable[..., nn.Module], **request: Any) -> nn.Module:
     mixer = factory(**request)
     if not isinstance(getattr(mixer, "request", None), MixerRequest):
         asked = {**getattr(factory, "keywords", {}), **request}
-        mixer.request = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})
+        mixer.request = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})  # type: ignore[assignment]
     weight_kind(mixer)
     return mixer
 
@@ -119,9 +119,12 @@ def where_defined(mixer: nn.Module, method: str = "forward") -> str:
     """``Class.method (file:line)`` of a mixer's method, for messages that point at the mixer's code."""
     function = getattr(type(mixer), method, None)
     try:
-        file, line = Path(inspect.getsourcefile(function)), inspect.getsourcelines(function)[1]
+        source, line = inspect.getsourcefile(function), inspect.getsourcelines(function)[1]  # type: ignore[arg-type]
     except (TypeError, OSError):
+        source = None
+    if source is None:
         return f"{type(mixer).__name__}.{method}"
+    file = Path(source)
     return f"{type(mixer).__name__}.{method} ({shown(file)}:{line})"
 
 

@@ -32,7 +32,8 @@ class CosineAttention(MultiHeadAttention):
             self.register_buffer("log_temperature", torch.full((self.heads, 1, 1), math.log(temperature)))
         else:
             raise AttnexpError(
-                f"model.temperature={temperature!r} is not allowed: it is 'learned' or a number in (0, {MAX_TEMPERATURE:g}], "
+                f"model.temperature={temperature!r} is not allowed: it "
+                f"is 'learned' or a number in (0, {MAX_TEMPERATURE:g}], "
                 "e.g. model.temperature=learned or model.temperature=1.0 (plain cosine similarity)."
             )
 

@@ -10,7 +10,7 @@ from attnexp.mixers.multihead import MultiHeadAttention
 class DotAttention(MultiHeadAttention):
     """softmax(q.k / sqrt(d)) v; the fused path is ``F.scaled_dot_product_attention``."""
 
-    fused_paths = ("sdpa",)
+    fused_paths: tuple[str, ...] = ("sdpa",)
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         return (q @ k.transpose(-2, -1)) * self.head_dim**-0.5  # (B, H, Lq, Lk)

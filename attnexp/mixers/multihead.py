@@ -130,7 +130,8 @@ class MultiHeadAttention(TokenMixer):
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
         """Weights from the scores, masked ones at -inf; ``mask`` is the full mask (causal included) or None. Softmax
-        here; a mixer with another normaliser overrides it and says what its weights are (``weight_kind``).  # (B, H, Lq, Lk)"""
+        here; a mixer with another normaliser overrides it and says what its weights are (``weight_kind``).  # (B,
+        H, Lq, Lk)"""
         return softmax(scores, mask)
 
     def full_mask(self, mask: Tensor | None, q: Tensor, k: Tensor) -> Tensor | None:

@@ -28,7 +28,9 @@ class PreNormBlock(nn.Module):
     def forward(self, x: Tensor, need_weights: bool = False, mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         mixed, weights = self.mixer(self.norm1(x), mask=mask, need_weights=need_weights)
         x = x + self.drop(mixed)
-        return (x if self.ff is None else x + self.ff(self.norm2(x))), weights
+        if self.ff is not None and self.norm2 is not None:
+            x = x + self.ff(self.norm2(x))
+        return x, weights
 
 
 class DecoderBlock(nn.Module):
@@ -47,9 +49,12 @@ class DecoderBlock(nn.Module):
     def forward(
         self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """``x`` (B, T, C) target tokens, ``memory`` (B, S, C) the encoder's output, ``memory_mask`` (B, 1, 1, S) or None."""
+        """``x`` (B, T, C) target tokens, ``memory`` (B, S, C) the encoder's output, ``memory_mask`` (B, 1, 1, S)
+        or None."""
         mixed, self_weights = self.self_mixer(self.norm1(x), need_weights=need_weights)
         x = x + self.drop(mixed)
         mixed, cross_weights = self.cross_mixer(self.norm2(x), context=memory, mask=memory_mask, need_weights=need_weights)
         x = x + self.drop(mixed)
-        return (x if self.ff is None else x + self.ff(self.norm3(x))), self_weights, cross_weights
+        if self.ff is not None and self.norm3 is not None:
+            x = x + self.ff(self.norm3(x))
+        return x, self_weights, cross_weights

@@ -7,8 +7,10 @@ output layer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -19,14 +21,15 @@ def trim(ids: Tensor) -> Tensor:
     return ids.masked_fill((eos.cumsum(1) - eos) > 0, PAD_ID)
 
 
-def steps_for(net: nn.Module, max_tokens: int | None) -> int:
+def steps_for(net: Any, max_tokens: int | None) -> int:
     """Output tokens to decode at most: the trained target length without ``[bos]``, or fewer."""
     return net.tgt_len - 1 if max_tokens is None else min(max_tokens, net.tgt_len - 1)
 
 
 @torch.no_grad()
-def greedy(net: nn.Module, src: Tensor, max_tokens: int | None = None, real: Tensor | None = None) -> Tensor:
-    """The most likely next token at every step, until ``[eos]``: ids (B, T) without ``[bos]``, ``[pad]`` after ``[eos]``."""
+def greedy(net: Any, src: Tensor, max_tokens: int | None = None, real: Tensor | None = None) -> Tensor:
+    """The most likely next token at every step, until ``[eos]``: ids (B, T) without ``[bos]``, ``[pad]`` after
+    ``[eos]``."""
     memory, mask, _ = net.encode(src, real)
     out = torch.full((len(memory), 1), BOS_ID, dtype=torch.long, device=memory.device)  # (B, 1)
     done = torch.zeros(len(memory), dtype=torch.bool, device=memory.device)
@@ -40,7 +43,7 @@ def greedy(net: nn.Module, src: Tensor, max_tokens: int | None = None, real: Ten
 
 
 @torch.no_grad()
-def beam_search(net: nn.Module, src: Tensor, beam: int, max_tokens: int | None = None, real: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def beam_search(net: Any, src: Tensor, beam: int, max_tokens: int | None = None, real: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The ``beam`` most likely outputs of every source, best first: ids (B, K, T) without ``[bos]`` and their
     log-probabilities (B, K), the sum over their tokens up to ``[eos]`` (no length penalty). A finished
     hypothesis keeps its score; beam size 1 is greedy decoding. K is ``beam``, or the number of tokens that

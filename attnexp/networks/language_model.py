@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -18,9 +19,10 @@ INITS = ("torch", "gpt2")
 
 
 @torch.no_grad()
-def gpt2_init(net: nn.Module, depth: int) -> None:
+def gpt2_init(net: LanguageModel, depth: int) -> None:
     """GPT-2's initialisation: linear, embedding and learned position weights N(0, 0.02), biases 0, and the output
-    layer of every residual branch N(0, 0.02 / sqrt(2 depth)) so the residual stream's variance does not grow with depth."""
+    layer of every residual branch N(0, 0.02 / sqrt(2 depth)) so the residual stream's variance does not grow with
+    depth."""
     for module in net.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, 0.0, 0.02)
@@ -29,7 +31,8 @@ def gpt2_init(net: nn.Module, depth: int) -> None:
         if isinstance(module, LearnedPositions):
             nn.init.normal_(module.table, 0.0, 0.02)
     for block in net.blocks:
-        residual = [getattr(block.mixer, "out_proj", None), block.ff[3] if block.ff is not None else None]
+        ff = getattr(block, "ff", None)
+        residual = [getattr(block.mixer, "out_proj", None), ff[3] if ff is not None else None]
         for layer in residual:
             if isinstance(layer, nn.Linear):
                 nn.init.normal_(layer.weight, 0.0, 0.02 / math.sqrt(2 * depth))
@@ -108,13 +111,13 @@ class LanguageModel(nn.Module):
         return (logits, maps) if need_weights else logits
 
 
-def next_token_probs(net: nn.Module, ids: Tensor) -> Tensor:
+def next_token_probs(net: Any, ids: Tensor) -> Tensor:
     """Probabilities of the token after ``ids`` (the last ``net.context`` of them).  # (L,) -> (V,)"""
     with torch.no_grad():
         return net(ids[-net.context :].unsqueeze(0))[0, -1].softmax(-1)
 
 
-def continue_ids(net: nn.Module, ids: Tensor, tokens: int, sample: bool, temperature: float, seed: int) -> Tensor:
+def continue_ids(net: Any, ids: Tensor, tokens: int, sample: bool, temperature: float, seed: int) -> Tensor:
     """``tokens`` more ids after ``ids``: the most likely each time, or drawn at ``temperature``.  # (L,) -> (L+n,)"""
     generator = torch.Generator().manual_seed(seed)
     for _ in range(tokens):

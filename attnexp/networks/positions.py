@@ -13,6 +13,8 @@ from attnexp.errors import AttnexpError
 class SinusoidalPositions(nn.Module):
     """Fixed sin/cos encoding of Vaswani et al.: channel 2i is sin(p / 10000^(2i/C)), 2i+1 its cos."""
 
+    table: Tensor
+
     def __init__(self, length: int, dim: int) -> None:
         super().__init__()
         position = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (L, 1)

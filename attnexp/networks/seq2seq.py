@@ -90,7 +90,8 @@ class Seq2Seq(nn.Module):
             self.source = PatchSource(channels, image_height, image_width, patch_size, dim, positions)
         else:
             raise AttnexpError("net=seq2seq needs source tokens (src_vocab_size, src_len) or images (channels, image_height, "
-                               "image_width, patch_size) from the data: pick a sequence-to-sequence data option (dates, pairs, captions).")
+                               "image_width, patch_size) from the data: pick a "
+                               "sequence-to-sequence data option (dates, pairs, captions).")
         self.num_classes, self.tgt_len = tgt_vocab_size, tgt_len
         s = self.source.num_tokens
         self.encoder = nn.ModuleList(
@@ -120,7 +121,8 @@ class Seq2Seq(nn.Module):
         return self.enc_norm(h), mask, maps
 
     def decode(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
-        """Next-token logits (B, T, V) for target ids (B, T), and each decoder block's self- and cross-attention weights."""
+        """Next-token logits (B, T, V) for target ids (B, T), and each decoder block's self- and cross-attention
+        weights."""
         h, maps = self.decoder_states(tgt, memory, mask, need_weights)
         return self.logits(h), maps
 

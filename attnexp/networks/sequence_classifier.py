@@ -24,7 +24,9 @@ class SequenceClassifier(LanguageModel):
         self.num_classes, self.pad_id = num_classes, pad_id
         self.head = nn.Linear(self.head.in_features, num_classes)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
+    def forward(  # type: ignore[override]  # one label per sequence: no positions to pick (``at``)
+        self, x: Tensor, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Logits (B, classes) for token ids (B, L); with ``need_weights`` also each block's weights."""
         h, maps = self.encode(x, need_weights)  # (B, L, C)
         keep = (x != self.pad_id).unsqueeze(-1).to(h.dtype)  # (B, L, 1)

@@ -18,7 +18,8 @@ POOLS = ("cls", "mean")
 
 
 class VisionTransformer(nn.Module):
-    """Conv patch stem -> [class token] + positions (learned by default) -> ``depth`` pre-norm blocks -> LayerNorm -> linear.
+    """Conv patch stem -> [class token] + positions (learned by default) -> ``depth`` pre-norm blocks -> LayerNorm
+    -> linear.
 
     The stem is a convolution with kernel = stride = patch size (channels -> ``dim``).
     It takes whole images (B, C, H, W), or images the data already cut into

@@ -44,7 +44,8 @@ def left_out(key: str, keys: Iterable[str]) -> bool:
 
 
 def config_record(cfg: DictConfig, leave_out: Iterable[str] = ()) -> dict[str, Any]:
-    """``cfg`` as plain values, resolved, keys in ``leave_out`` (and Hydra's node) dropped. A value that points at a whole node
+    """``cfg`` as plain values, resolved, keys in ``leave_out`` (and Hydra's node) dropped. A value that points at
+    a whole node
     (``net.mixer: ${model}``), or a setting's value that points at a location (``${paths.data_dir}/input.txt``),
     stays as written: the node is recorded where it lives, and a location is no setting. A value that cannot be
     resolved stays as written too."""
@@ -79,7 +80,7 @@ def kept_as_written(cfg: DictConfig, text: str, setting: bool = True) -> bool:
     if setting and located:
         return True
     whole = re.fullmatch(r"\$\{([\w.]+)\}", text)
-    return bool(whole) and isinstance(OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig))
+    return whole is not None and isinstance(OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig))
 
 
 def resolved(cfg: DictConfig, key: str, raw: str) -> Any:

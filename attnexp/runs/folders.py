@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -80,12 +81,10 @@ def short(name: str) -> str:
     return hashlib.sha1(name.encode()).hexdigest()[:12]
 
 
-def hydra_files(output_dir: str | Path) -> tuple[DictConfig | None, DictConfig | None]:
-    """The composed config and Hydra's own config (its ``hydra`` node) that Hydra saved in a run folder, or None."""
-    saved = Path(output_dir) / ".hydra"
-    cfg = OmegaConf.load(saved / "config.yaml") if (saved / "config.yaml").exists() else None
-    hydra = OmegaConf.load(saved / "hydra.yaml").hydra if (saved / "hydra.yaml").exists() else None
-    return cfg, hydra
+def saved_hydra(output_dir: str | Path) -> Any:
+    """Hydra's own config (its ``hydra`` node) that Hydra saved in a finished run's folder, or None."""
+    saved = Path(output_dir) / ".hydra" / "hydra.yaml"
+    return OmegaConf.load(saved).hydra if saved.exists() else None
 
 
 class FolderTaken(AttnexpError):

@@ -38,7 +38,8 @@ def mixer(record: Mapping[str, Any]) -> str:
 
 
 def final_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The epoch-level metrics worth keeping (``train/``, ``val/``, ``test/``, ``attn/``; no step-level ``_step`` ones)."""
+    """The epoch-level metrics worth keeping (``train/``, ``val/``, ``test/``, ``attn/``; no step-level ``_step``
+    ones)."""
     return {k: float(v) for k, v in metrics.items() if k.startswith(METRIC_PREFIXES) and not k.endswith("_step")}
 
 

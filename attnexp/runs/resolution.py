@@ -12,7 +12,8 @@ RELATIVE_MARGIN = 0.01  # other metrics with a better direction (loss, perplexit
 
 
 def is_fraction(metric: str) -> bool:
-    """Accuracies and other shares: ``test/acc``, ``val/acc_best``, ``test/acc@len=8``, ``test/seq_acc``, ``test/exact``."""
+    """Accuracies and other shares: ``test/acc``, ``val/acc_best``, ``test/acc@len=8``, ``test/seq_acc``,
+    ``test/exact``."""
     name = metric.split("/", 1)[-1]
     return name.split("@")[0].removesuffix("_best") in FRACTIONS
 

@@ -53,7 +53,8 @@ def matching_run(root: str | Path, cfg: DictConfig, overrides: Iterable[Any]) ->
 
 def nearest(root: str | Path, config: dict[str, Any], shown: int = SHOWN) -> list[str]:
     """The earlier runs under ``root`` whose settings and seed differ from ``config``'s (a recorded config) in the
-    fewest keys, newest first among equals, each with how it differs: ``folder (trainer.max_epochs 5 there, 10 here)``."""
+    fewest keys, newest first among equals, each with how it differs: ``folder (trainer.max_epochs 5 there, 10
+    here)``."""
     here = flat(method(config)) | {"seed": str(config.get("seed"))}
     ranked = []
     for i, folder in enumerate(run_folders(root)):

@@ -35,7 +35,8 @@ class Task:
         self.monitor, self.mode = monitor, mode
 
     def bind(self, datamodule: Any) -> None:
-        """Called with the data module before training or testing; a task that needs the data (a vocabulary, say) keeps it."""
+        """Called with the data module before training or testing; a task that needs the data (a vocabulary, say)
+        keeps it."""
 
     def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
         """The network's logits for inputs ``x`` (and, with ``need_weights``, each layer's weights); ``y``, the

@@ -33,5 +33,6 @@ class ImageClassification(Task):
         for i, m in enumerate(maps):  # a figure per layer: legible at TensorBoard's card size
             if m is not None and m.dim() == 4:
                 drawn[f"figures/attention/layer{i}"] = fig = attention_figure(images[:n_att], [m if j == i else None for j in range(len(maps))])
-                number_patches(fig, datamodule.patch_size, m.shape[-1])
+                if fig is not None:  # (B, H, L, L) weights: always drawn
+                    number_patches(fig, datamodule.patch_size, m.shape[-1])
         return figures | {tag: fig for tag, fig in drawn.items() if fig is not None}

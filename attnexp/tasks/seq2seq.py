@@ -28,7 +28,8 @@ def text_metric(name: str) -> Metric:
 
 
 def same_sequences(pred: Tensor, ref: Tensor) -> Tensor:
-    """Whether each decoded sequence equals its reference, both ``[pad]`` after ``[eos]``.  # (B, Tp), (B, Tr) -> (B,)"""
+    """Whether each decoded sequence equals its reference, both ``[pad]`` after ``[eos]``.  # (B, Tp), (B, Tr) ->
+    (B,)"""
     width = max(pred.shape[1], ref.shape[1])
     pred, ref = (F.pad(t, (0, width - t.shape[1]), value=PAD_ID) for t in (pred, ref))
     return (pred == ref).all(-1)
@@ -54,7 +55,8 @@ class Seq2SeqTask(Task):
         if text_metric not in TEXT_METRICS:
             raise AttnexpError(f"task.text_metric={text_metric!r} is not a text metric. Allowed: {', '.join(TEXT_METRICS)}.")
         self.text_metric, self.beam, self.num_examples = text_metric, beam, num_examples
-        self.summary = {"test/exact": "max", f"test/{text_metric}": TEXT_METRICS[text_metric], "test/acc": "max", "test/ppl": "min"}
+        self.summary = {"test/exact": "max", f"test/{text_metric}": TEXT_METRICS[text_metric], "test/acc": "max",  # type: ignore[misc]
+                        "test/ppl": "min"}  # the text metric is the instance's
         self.vocab: Any = None  # the target vocabulary, from the data module (bind)
 
     def bind(self, datamodule: Any) -> None:
@@ -72,7 +74,8 @@ class Seq2SeqTask(Task):
         return net(x, y[:, :-1], need_weights=need_weights)
 
     def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The mean loss over target tokens after ``[bos]``; targets returned with padding as ``NO_TARGET``.  # (B, T-1, V), (B, T)"""
+        """The mean loss over target tokens after ``[bos]``; targets returned with padding as ``NO_TARGET``.  # (B,
+        T-1, V), (B, T)"""
         target = target[:, 1:].masked_fill(target[:, 1:] == PAD_ID, NO_TARGET)  # (B, T-1)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET), logits, target
 
@@ -109,8 +112,8 @@ class Seq2SeqTask(Task):
         logits, maps = forward(x)
         pred = trim(logits.argmax(-1).cpu())  # (N, T): the greedy output
         words = [self.vocab.decode(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row) for row in pred.tolist()]  # [eos] kept
-        cross = maps[-1] if maps[-1] is not None and maps[-1].dim() == 4 else None  # the last decoder block's; se: gates (N, C)
-        cross = None if cross is None else [c[:, : len(w)].cpu() for c, w in zip(cross, words)]  # (H, T_i, S)
+        last = maps[-1] if maps[-1] is not None and maps[-1].dim() == 4 else None  # the last decoder block's; se: gates (N, C)
+        cross = None if last is None else [c[:, : len(w)].cpu() for c, w in zip(last, words)]  # (H, T_i, S)
         if hasattr(datamodule, "as_images"):
             right = same_sequences(pred, y[:, 1:]).tolist()
             return {"figures/captions": caption_figure(datamodule.as_images(x).float(), words, right, cross)}

@@ -1,11 +1,12 @@
 """attnexp as users install it: a wheel that carries the configs, installed in a virtual environment, whose commands
-work from a folder outside the repository. (The environment reuses this one's site-packages for torch and the other
-dependencies; attnexp itself comes from the wheel.)"""
+work from a folder outside the repository. (The environment reuses the site-packages of the interpreter that runs the
+tests for torch and the other dependencies, a virtual environment's too; attnexp itself comes from the wheel.)"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -37,6 +38,10 @@ def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600)
+    # --system-site-packages gives the base interpreter's packages: where this one is itself a virtual environment,
+    # its own packages come through a .pth file (paths only: its editable install of attnexp stays out)
+    (purelib,) = (venv / "lib").glob("python*/site-packages")
+    (purelib / "tests_interpreter.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     project = tmp_path / "project"
     shutil.copytree(REPO / "examples" / "relu_attention", project)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONWARNINGS": "ignore"}
@@ -46,6 +51,9 @@ def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout
 
     where = run("python", "-c", "import attnexp.cli.search_path as s; print(s.__file__); print(s.config_dir())").stdout.split()
     assert all(w.startswith(str(venv)) for w in where) and where[1].endswith("attnexp/configs"), where
+    import torch
+
+    assert run("python", "-c", "import torch; print(torch.__file__)").stdout.strip() == torch.__file__  # this one's
     help_text = run("attnexp", "--help").stdout
     assert "relu" in next(line for line in help_text.splitlines() if line.startswith("model: ")), help_text
     check = run("attnexp-check", "model=relu")

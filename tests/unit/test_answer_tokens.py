@@ -1,4 +1,5 @@
-"""Next-token prediction scored at answers only: loss, metrics, counts, the causal leak test and a short learning run."""
+"""Next-token prediction scored at answers only: loss, metrics, counts, the causal leak test and a short learning
+run."""
 
 from __future__ import annotations
 

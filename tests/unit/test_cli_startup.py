@@ -17,7 +17,8 @@ try:
     main()
 except SystemExit as stop:
     print("exit", stop.code)
-heavy = sorted(m for m in ("torch", "pytorch_lightning", "torchmetrics", "torchvision", "matplotlib") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "pytorch_lightning", "torchmetrics", "torchvision", "matplotlib")
+               if m in sys.modules)
 print("heavy:", ",".join(heavy) or "none")
 """
 

@@ -114,7 +114,8 @@ def test_a_mixer_that_cannot_do_something_says_so_and_passes(one_thread):
 
 
 def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(one_thread):
-    """(B, C, L) returned for (B, L, C) has the right shape when C = L: the layout check and the longer length catch it."""
+    """(B, C, L) returned for (B, L, C) has the right shape when C = L: the layout check and the longer length
+    catch it."""
     found = {r.name: r for r in run_checks(partial(Transposes), size=Size(3, 8, 11, 8))}
     assert found["token layout"].ok is False and found["shapes"].ok is False, found
     assert "self, 9 tokens: output (3, 8, 9), expected (B, Lq, C) = (3, 9, 8)" in found["shapes"].measured

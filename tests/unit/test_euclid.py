@@ -17,7 +17,8 @@ EPS = 1e-3
 
 
 def reference(q, k, v, mask=None, eps=EPS):
-    """The formula in float64 with distances from the differences (no expansion); the square root's gradient is 0 at 0."""
+    """The formula in float64 with distances from the differences (no expansion); the square root's gradient is 0
+    at 0."""
     squared = (q.double().unsqueeze(-2) - k.double().unsqueeze(-3)).square().sum(-1)
     distance = torch.where(squared > 0, squared.clamp_min(1e-300).sqrt(), torch.zeros_like(squared))
     scores = 1.0 / (distance * q.shape[-1] ** -0.5 + eps)

@@ -130,8 +130,8 @@ def test_unequal_tuning_grids_are_not_compared_and_the_command_that_completes_th
     text = capsys.readouterr().out.split("### Each configuration at its best module.optimizer.lr")[1]
     row = next(line for line in text.splitlines() if line.startswith("| model=diff"))
     assert "| module.optimizer.lr in {0.003} |" in row
-    assert ("not comparable: model=dot tuned over {0.001, 0.003}, model=diff over {0.003}; to tune alike: attnexp --multirun "
-            "model=diff module.optimizer.lr=0.001 seed=0,1,2") in row
+    assert ("not comparable: model=dot tuned over {0.001, 0.003}, model=diff over {0.003}; to tune alike: "
+            "attnexp --multirun model=diff module.optimizer.lr=0.001 seed=0,1,2") in row
     assert "| module.optimizer.lr in {0.001, 0.003} |" in next(line for line in text.splitlines() if line.startswith("| model=dot"))
     tuned = {r["config"]: r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open()) if r["table"] == "tuned"}
     assert tuned["model=diff"]["test/acc p_adjusted"] == "nan"  # no member of the family

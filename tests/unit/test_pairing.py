@@ -1,4 +1,5 @@
-"""Runs with the same seed see the same split and the same batch order whatever the variant: pairing by seed is sound."""
+"""Runs with the same seed see the same split and the same batch order whatever the variant: pairing by seed is
+sound."""
 
 from __future__ import annotations
 

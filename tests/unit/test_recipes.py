@@ -111,7 +111,8 @@ def zoology_mqar(**options) -> MQARDataModule:
 
 
 def test_mqar_under_zoology_protocol():
-    """Every key queried once, its value the target and a blank after it; values distinct; queries soon after the pairs."""
+    """Every key queried once, its value the target and a blank after it; values distinct; queries soon after the
+    pairs."""
     x, y = zoology_mqar().splits["train"]
     n, p = len(x), 4
     keys, values = x[:, 0 : 2 * p : 2], x[:, 1 : 2 * p : 2]  # (n, P)

@@ -102,7 +102,8 @@ def cross_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 def assert_cross_attention(layer: nn.Module, inputs: tuple, expected: torch.Tensor, weights: torch.Tensor, tolerance: float) -> None:
-    """The layer's cross-attention of ``inputs`` (from :func:`cross_inputs`) with the key padding mask, with and without weights."""
+    """The layer's cross-attention of ``inputs`` (from :func:`cross_inputs`) with the key padding mask, with and
+    without weights."""
     x, memory, real = inputs
     for need_weights in (False, True):
         out, got = layer(x, context=memory, mask=real[:, None, None, :], need_weights=need_weights)

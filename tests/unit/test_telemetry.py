@@ -61,7 +61,8 @@ def test_gate_spread_is_zero_for_a_dead_gate():
 
 
 def test_weights_that_are_not_distributions_get_their_mass_and_no_entropy():
-    """Sigmoid weights (each on its own): an entropy of them would mean nothing, the share of weight a row gives does."""
+    """Sigmoid weights (each on its own): an entropy of them would mean nothing, the share of weight a row gives
+    does."""
     w = torch.full((2, 1, 4, 4), 0.5)  # every key half: rows of mass 2
     stats = attention_stats(w, None, causal=False, kind=NON_NEGATIVE)
     assert stats["mass"] == pytest.approx(2.0) and stats["max_weight"] == pytest.approx(0.5)

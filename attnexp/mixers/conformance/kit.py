@@ -33,13 +33,15 @@ class Size:
 
     @classmethod
     def of(cls, request: MixerRequest, batch: int = 3) -> Size:
-        """The size a network asks its mixer for: its width, heads and number of tokens (the default's when not fixed)."""
+        """The size a network asks its mixer for: its width, heads and number of tokens (the default's when not
+        fixed)."""
         queries = request.num_tokens or cls.queries
         return cls(batch, queries, queries + 3, request.dim, request.heads)
 
     def describe(self) -> str:
         heads = f"{self.heads} head{'s' * (self.heads != 1)}" if self.heads else "the mixer's heads"
-        return f"width {self.dim}, {heads}, batch {self.batch}, {self.queries} tokens ({self.keys} keys for cross-attention)"
+        tokens = f"{self.queries} tokens ({self.keys} keys for cross-attention)"
+        return f"width {self.dim}, {heads}, batch {self.batch}, {tokens}"
 
 
 @dataclass

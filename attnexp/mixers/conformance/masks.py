@@ -33,7 +33,8 @@ def causal_leak(kit: Kit) -> Outcome:
 
 
 def padding_invisible(kit: Kit) -> Outcome:
-    """Changing the keys a padding mask hides moves no output of a query that may see them (self- and cross-attention)."""
+    """Changing the keys a padding mask hides moves no output of a query that may see them (self- and
+    cross-attention)."""
     s, mask = kit.size, kit.padding_mask(kit.size.queries)
     try:
         mixer = kit.build()

@@ -25,9 +25,11 @@ def gradients(kit: Kit) -> Outcome:
     if missing or nonfinite:
         return False, "; ".join(filter(None, [f"no gradient: {', '.join(missing)}" if missing else "",
                                               f"NaN or infinite gradient: {', '.join(nonfinite)}" if nonfinite else ""]))
-    norms = {n: float(p.grad.norm()) for n, p in params.items()}
+    norms = {n: float(p.grad.norm()) for n, p in params.items() if p.grad is not None}  # every one (missing: above)
     top = max(norms.values())
-    dead, invariant, faint = [], [], []
+    dead: list[str] = []
+    invariant: list[str] = []
+    faint: list[str] = []
     for name in [n for n, v in norms.items() if v <= ZERO_GRAD * top]:
         (invariant if output_ignores(kit, name) else dead if norms[name] == 0.0 else faint).append(name)
     smallest = min((v for v in norms.values() if v > ZERO_GRAD * top), default=0)
@@ -91,7 +93,7 @@ def fused_equals_explicit(kit: Kit) -> Outcome:
                 mixers = [kit.build(path=which, **request) for which in ("explicit", path)]
                 worst_out = max(worst_out, relative(mixers[1](kit.x, mask=mask)[0], mixers[0](kit.x, mask=mask)[0]))
                 grads = [input_gradient(m, kit.x, mask) for m in mixers]
-                if grads[1] is not None:
+                if grads[1] is not None and grads[0] is not None:
                     worst_grad = max(worst_grad or 0.0, relative(grads[1], grads[0]))
         except (AttnexpError, RuntimeError, NotImplementedError) as err:
             parts.append(f"{path}: not run here ({short(err)})")

@@ -36,7 +36,9 @@ def mismatched_shapes(kit: Kit) -> Outcome:
 def contract_options(kit: Kit) -> Outcome:
     """Each request of the contract is honoured (the mixer builds and runs; ``heads`` shows in the weights) or refused
     with :class:`AttnexpError`; a misspelt option raises instead of being ignored."""
-    honoured, refused, wrong = [], [], []
+    honoured: list[str] = []
+    refused: list[str] = []
+    wrong: list[str] = []
     for key, value in (("causal", True), ("heads", 2), ("out_proj", False), ("shared_over_channels", True), ("num_tokens", None)):
         label = f"{key}={value}"
         try:

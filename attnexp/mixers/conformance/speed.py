@@ -43,7 +43,8 @@ class Speed:
 
     def describe(self) -> str:
         time_ratio, memory_ratio = self.mixer.seconds / self.dot.seconds, self.mixer.memory / max(self.dot.memory, 1)
-        return (f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against {milliseconds(self.dot.seconds)}, "
+        return (f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against "
+                f"{milliseconds(self.dot.seconds)}, "
                 f"medians of {self.rounds} alternating rounds), {memory_ratio:.2f}x dot's {self.memory_measure} "
                 f"({megabytes(self.mixer.memory)} against {megabytes(self.dot.memory)})")
 
