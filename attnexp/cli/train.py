@@ -115,10 +115,12 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)
-    callbacks: list[pl.Callback] = [build_callback(c, record) for c in (cfg.get("callbacks") or {}).values() if c]
+    # the record keeper first (its fit time leaves out the figures drawn when fit ends), the interrupt last
+    callbacks: list[pl.Callback] = [RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun)]
+    callbacks += [build_callback(c, record) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
-    callbacks += [RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun), DeferredInterrupt()]
+    callbacks.append(DeferredInterrupt())
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     quiet = {"enable_progress_bar": False} if multirun else {}
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, enable_model_summary=False, **quiet)
