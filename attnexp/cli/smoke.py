@@ -29,14 +29,14 @@ def smoke_run(cfg: DictConfig) -> Result:
     """``attnexp``'s training of ``cfg`` on :data:`BATCHES` batches of each split, one epoch, in a temporary folder;
     its measure says what ran and what the run wrote. An error from the data or the settings (bad input) is raised
     as it would stop the run; any other fails the check, pointing into the mixer's code where it was raised there."""
-    from attnexp.cli.train import train
+    from attnexp.cli.train import run_settings, train
 
     with tempfile.TemporaryDirectory(prefix="attnexp-check-") as folder:
         run = smoke_config(cfg, folder)
         start = time.perf_counter()
         try:
             with quiet():
-                train(run)
+                train(run, run_settings(run))
         except Exception as err:
             explained = explain_mixer_failure(err)
             if is_bad_input(explained):
