@@ -54,8 +54,9 @@ def autocast_on(device_type: str) -> bool:
 
 
 def float32_math(device_type: str) -> AbstractContextManager:
-    """Autocast off while it is on: euclid's distances stay float32 (1/distance magnifies their rounding)."""
-    return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else nullcontext()
+    """Autocast off: euclid's distances stay float32 (1/distance magnifies their rounding). Always, not only when
+    autocast is on: a compiled graph traces the backward pass where it cannot tell."""
+    return nullcontext() if device_type == "meta" else torch.autocast(device_type, enabled=False)
 
 
 def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None, plus: float = 0.0) -> Tensor:

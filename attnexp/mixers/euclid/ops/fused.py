@@ -218,6 +218,12 @@ class FusedEuclid(torch.autograd.Function):
         return dq, dk, like(dv, v), None, None, None, None
 
 
+# Off a CPU a compiled graph runs the function as its eager kernels (a graph break): traced into the graph on an H100
+# (torch 2.11, Triton) its backward pass gave zero gradients for q, k and v, the forward pass being right, where the
+# same graph on a CPU gives the eager numbers. tests/gpu checks the compiled gradients against the eager ones.
+EAGER_APPLY = torch.compiler.disable(FusedEuclid.apply)
+
+
 def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
     """Euclid attention for (B, H, L, D) inputs through :class:`FusedEuclid`. Distances, scores and their gradients are
     float32 (the score 1/distance magnifies their rounding); under autocast the weighted sum of the values and the
@@ -230,8 +236,9 @@ def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
     values = v.reshape(b * h, v.shape[-2], v.shape[-1])
     values = (values if values.dtype == low else values.to(low)).contiguous()
     blocked = None if mask is None else ~mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    apply = EAGER_APPLY if device != "cpu" and torch.compiler.is_compiling() else FusedEuclid.apply
     with float32_math(device):
-        out = FusedEuclid.apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
+        out = apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
     out = out.view(b, h, lq, v.shape[-1])
     return like(out, v) if low == torch.float32 else out.to(low)
 
