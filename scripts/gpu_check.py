@@ -1,12 +1,12 @@
 """The GPU tier in one command: the GPU tests, then the attention and training-step benchmarks, in one Markdown report.
 
 1. ``pytest -m gpu tests/gpu``: every mixer on every path on the GPU in float32 and bf16 against float64 on the
-   CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile``, and a
+   CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile`` against eager, and a
    few ``trainer=gpu trainer.precision=bf16-mixed`` steps of every task family.
 2. ``bench_attention``: each kernel's forward and forward+backward at L = 50, 1024, 4096 and 8192, float32 and bf16.
 3. ``bench_step``: euclid over dot, a training step of the language model at L = 256 ... 8192 and of
    ``experiment=vit_book data=fashion_mnist`` (L = 50), bf16 autocast; the vit_book step also compiled
-   (``module.compile=true``: euclid's fused path becomes a few Triton kernels).
+   (``module.compile=true``: Triton kernels around euclid's autograd function, which runs as its eager kernels).
 
 The report names the GPU, torch, CUDA and the commit, and says whether euclid met its aims: forward+backward at most
 1.5x SDPA in bf16 from L = 1024, a vit_book step at most 1.3x dot's. At most ``--budget`` seconds (540 by default,

@@ -54,7 +54,7 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     from attnexp.mixers.conformance import Size, run_checks
     from attnexp.mixers.conformance.speed import compare_with_dot, machine
 
-    warnings.filterwarnings("ignore", category=UserWarning)  # e.g. eager FlexAttention on a CPU: the lines say what ran
+    warnings.filterwarnings("ignore", category=UserWarning)  # a library's warning on the way: the lines say what ran
     choices = HydraConfig.get().runtime.choices
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small tensors: one thread is fastest and leaves the other cores alone

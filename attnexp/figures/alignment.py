@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.figures.images import weight_scale
+from attnexp.figures.images import SIGNED_COLOURS, weight_scale
 
 
 def label(token: str) -> str:
@@ -62,8 +62,17 @@ def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], 
         heat = F.interpolate(grid[None], size=(height, width), mode="nearest")[0]  # (T, H, W)
         for c, (token, h) in enumerate(zip(output, heat), start=1):
             axes[r, c].imshow(gray, cmap="gray")
-            axes[r, c].imshow(h / h.max().clamp_min(1e-9), cmap="inferno", alpha=0.55, vmin=0.0, vmax=1.0)
+            shown, style = overlay(h)
+            axes[r, c].imshow(shown, alpha=0.55, **style)
             axes[r, c].set_title(token, fontsize=7)
     fig.suptitle("predicted caption (red: wrong)" + (", and each token's attention over the image" if maps is not None else ""), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def overlay(heat: Tensor) -> tuple[Tensor, dict]:
+    """A token's attention over the image as a heat overlay scaled to its largest weight: [0, 1] of that; with a
+    negative weight (signed weights) a diverging scale centred at 0, from -1 to 1 of the largest |weight|.  # (H, W)"""
+    if float(heat.min()) < 0.0:
+        return heat / heat.abs().max().clamp_min(1e-9), {"cmap": SIGNED_COLOURS, "vmin": -1.0, "vmax": 1.0}
+    return heat / heat.max().clamp_min(1e-9), {"cmap": "inferno", "vmin": 0.0, "vmax": 1.0}

@@ -15,7 +15,10 @@ from mixer_cases import CASES, IDS, B, C, build, masks
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 TOKENS = 300  # long enough for euclid's tiles and SDPA's kernels to take their general paths
-TOLERANCE = {"float32": 2e-4, "bf16": 4e-2}  # largest error over the reference's largest magnitude
+TOLERANCE = {"float32": 2e-4, "bf16": 2e-2}  # largest error over the reference's largest magnitude
+# euclid's score, 1/distance, magnifies the bf16 rounding of q and k from their projections: 0.049 in bf16 on a CPU and
+# on a GPU alike, on both its paths (the other mixers: 0.003-0.012)
+BF16_EUCLID = 6e-2
 
 
 @contextmanager
@@ -53,12 +56,13 @@ def test_every_mixer_on_the_gpu_gives_the_float64_numbers_without_host_reads(nam
             got = (out, *torch.autograd.grad(out, (x_gpu, *on_gpu.parameters()), grad_gpu.to(out.dtype)))
         gradients = max((g.double().cpu() - w).abs().max() for g, w in zip(got[1:], want[1:]))
         errors = relative(got[0], want[0]), (gradients / max(w.abs().max() for w in want[1:])).item()
-        assert max(errors) <= TOLERANCE[precision], (mask is not None, errors)  # output, and gradients on their common scale
+        tolerance = BF16_EUCLID if (name, precision) == ("euclid", "bf16") else TOLERANCE[precision]
+        assert max(errors) <= tolerance, (mask is not None, errors)  # output, and gradients on their common scale
 
 
 QUIET = ["trainer=gpu", "trainer.precision=bf16-mixed", "trainer.max_epochs=1", "trainer.limit_train_batches=4",
          "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", "callbacks.progress_bar.refresh_rate=0",
-         "--multirun", "model=dot,euclid", "hydra/launcher=basic"]
+         "model=dot,euclid", "hydra/launcher=basic"]
 FAMILIES = {
     "image_classification": ["data=digits"],
     "image_classification_vit": ["data=digits", "net=vit", "net.dim=32", "model.heads=2"],
@@ -78,7 +82,7 @@ def test_every_task_family_trains_a_few_bf16_mixed_steps_on_the_gpu(family, tmp_
         lines = [f"{words[0][i % 5]} {words[0][i // 5 % 5]}\tit is {words[1][i % 5]} {words[1][i // 5 % 5]} ." for i in range(60)]
         (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         overrides = [*overrides, f"data.path={tmp_path / 'pairs.tsv'}"]
-    run_cli(tmp_path, *overrides, *QUIET)
+    run_cli(tmp_path, "--multirun", *overrides, *QUIET)
     runs = run_dirs(tmp_path / "outputs")
     assert len(runs) == 2
     for run in runs:
@@ -87,16 +91,18 @@ def test_every_task_family_trains_a_few_bf16_mixed_steps_on_the_gpu(family, tmp_
         assert "used: True" in (run / "train.log").read_text(), "Lightning did not train on the GPU"
 
 
-def test_euclid_compiles_into_gpu_kernels_and_gives_the_eager_numbers():
-    """torch.compile (Triton on the GPU) of euclid's fused path, forward and backward in one graph."""
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+def test_euclid_compiled_on_the_gpu_gives_the_eager_numbers(path):
+    """torch.compile (Triton on the GPU) of euclid, forward and backward: the explicit path in one graph, the fused
+    path with its autograd function run as eager kernels (in the graph, its backward pass gave zeros)."""
     from attnexp.mixers import EuclidAttention
 
     torch.manual_seed(0)
-    attn = EuclidAttention(64, heads=4).cuda()
+    attn = EuclidAttention(64, heads=4, path=path).cuda()
     x = torch.randn(4, 256, 64, device="cuda", requires_grad=True)
     grad = torch.randn(4, 256, 64, device="cuda")
     results = []
-    for module in (attn, torch.compile(attn, fullgraph=True)):
+    for module in (attn, torch.compile(attn, fullgraph=path == "explicit")):
         out = module(x)[0]
         results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad)))
     for compiled, eager in zip(*results):

@@ -282,3 +282,22 @@ def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
         torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
     exported = torch.export.export(attn, (x.detach(),), {"mask": padding})
     torch.testing.assert_close(exported.module()(x.detach(), mask=padding)[0], results[0][0].detach(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])
+def test_the_fused_path_compiles_under_autocast(length, monkeypatch):
+    """Under bf16 autocast the compiled backward pass keeps its distances float32, as the eager one does (the traced
+    backward ran its matmuls in bf16 and failed on mixed dtypes)."""
+    monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 1 << 14)
+    torch.manual_seed(8)
+    attn = EuclidAttention(16, heads=2, path="fused")
+    x = torch.randn(1, length, 16, requires_grad=True)
+    grad = torch.randn(1, length, 16)
+    results = []
+    for module in (attn, torch.compile(attn, backend="aot_eager", fullgraph=True)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = module(x)[0]
+        results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad.to(out.dtype))))
+    for compiled, eager in zip(*results):
+        assert compiled.dtype == eager.dtype
+        torch.testing.assert_close(compiled, eager, atol=1e-2, rtol=1e-2)

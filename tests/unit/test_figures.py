@@ -7,6 +7,7 @@ import pytest
 import torch
 from matplotlib.colors import to_rgba
 
+from attnexp.figures.alignment import caption_figure
 from attnexp.figures.images import attention_figure, gates_figure, prediction_figure
 from attnexp.figures.tokens import token_attention_figure
 
@@ -133,3 +134,9 @@ def test_signed_weights_are_drawn_on_a_diverging_scale_centred_at_zero():
         (clim,) = {im.get_clim() for im in shown}  # one scale for every panel
         assert clim == pytest.approx((-0.08, 0.08))
         plt.close(fig)
+    signed = torch.linspace(-0.08, 0.06, 32).view(1, 2, 16)  # 2 tokens' cross-attention over 16 patches (4 x 4)
+    fig = caption_figure(torch.rand(1, 1, 8, 8), [["a", "b"]], [True], [signed])
+    overlays = [im for ax in fig.axes for im in ax.images if im.get_cmap().name == "RdBu_r"]
+    assert len(overlays) == 2 and {im.get_clim() for im in overlays} == {(-1.0, 1.0)}
+    assert min(float(im.get_array().min()) for im in overlays) == pytest.approx(-1.0)  # the largest |weight| at the end
+    plt.close(fig)

@@ -105,7 +105,7 @@ def fused_equals_explicit(kit: Kit) -> Outcome:
 
 
 def input_gradient(mixer: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor | None:
-    """d sum(output) / dx, or None where the path has no backward on this device (FlexAttention without a GPU)."""
+    """d sum(output) / dx, or None where the path has no backward on this device (a kernel written for GPUs only)."""
     x = x.clone().requires_grad_(True)
     try:
         with torch.enable_grad():

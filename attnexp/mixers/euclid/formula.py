@@ -40,7 +40,7 @@ def check_eps(eps: object) -> float:
     """``model.eps`` as a float, or an error saying why: the score at distance 0 is 1/eps, a float32."""
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < float("inf"):
         raise AttnexpError(f"model.eps={eps!r} is not allowed: the euclid score is 1/(distance + eps), so eps must be a "
-                           "positive finite number such as 1e-9.")
+                           "positive number (finite) such as 1e-9.")
     if not (2.0 / eps) ** 2 < FLOAT32_MAX:  # the gradient holds the score squared (base 2 on the fused path: 1.44/eps)
         raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, and "
                            f"the gradient holds its square, which must stay inside float32 (largest {FLOAT32_MAX:.3g}): "
@@ -54,8 +54,9 @@ def autocast_on(device_type: str) -> bool:
 
 
 def float32_math(device_type: str) -> AbstractContextManager:
-    """Autocast off while it is on: euclid's distances stay float32 (1/distance magnifies their rounding)."""
-    return torch.autocast(device_type, enabled=False) if autocast_on(device_type) else nullcontext()
+    """Autocast off: euclid's distances stay float32 (1/distance magnifies their rounding). Always, not only when
+    autocast is on: a compiled graph traces the backward pass where it cannot tell."""
+    return nullcontext() if device_type == "meta" else torch.autocast(device_type, enabled=False)
 
 
 def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None, plus: float = 0.0) -> Tensor:

@@ -149,21 +149,20 @@ def backward_tile(q: Tensor, k: Tensor, v: Tensor, tile: TileForward, dout: Tens
         g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
     rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)  # rowsum(p * dp) / s
     g.sub_(rs).mul_(pw)
-    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms come from their differences
-    g.scatter_(-1, near.idx, 0.0)
     cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
     if first:
         dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
+    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms of dq come from their differences
+    g.scatter_(-1, near.idx, 0.0)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    rows, diffs = near.rows.view(-1), near.diffs
+    diffs = near.diffs
     if diffs is None:
+        rows = near.rows.view(-1)
         diffs = nearest_differences(q, k, near.idx, workspace(4, (rows.numel(), q.shape[-1]), q), rows)
-    terms = torch.mul(diffs, picked.mul_(-s2).unsqueeze(-1), out=workspace(4, diffs.shape, q))  # s2 g_ij (q_i - k_j)
-    dq.sub_(torch.sum(terms, 2, out=workspace(5, q.shape, q)))
-    dk.view(-1, k.shape[-1]).index_add_(0, rows, terms.view(-1, k.shape[-1]))  # on a GPU deterministic when asked
-    return dq, dk, dv
+    terms = torch.mul(diffs, picked.unsqueeze_(-1), out=workspace(4, diffs.shape, q))  # g_ij (k_j - q_i)
+    return dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2), dk, dv
 
 
 class FusedEuclid(torch.autograd.Function):
@@ -181,8 +180,7 @@ class FusedEuclid(torch.autograd.Function):
         keep = n * lq * lk <= KEEP_SCORES
         if keep:
             grads = any(ctx.needs_input_grad[:3])
-            kept = (kept_memory(ctx, (n, lq, lk), q), kept_memory(ctx, (n, lq, lk), q),
-                    kept_memory(ctx, (n * lq * min(NEAREST, lk), q.shape[-1]), q)) if grads else None
+            kept = kept_memory(ctx, q, (n, lq, lk), (n, lq, lk), (n * lq * min(NEAREST, lk), q.shape[-1])) if grads else None
             tile = forward_tile(q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads)
             out, s, near, parts = tile.out, tile.s, tile.near, None
         else:
@@ -220,6 +218,12 @@ class FusedEuclid(torch.autograd.Function):
         return dq, dk, like(dv, v), None, None, None, None
 
 
+# Off a CPU a compiled graph runs the function as its eager kernels (a graph break): traced into the graph on an H100
+# (torch 2.11, Triton) its backward pass gave zero gradients for q, k and v, the forward pass being right, where the
+# same graph on a CPU gives the eager numbers. tests/gpu checks the compiled gradients against the eager ones.
+EAGER_APPLY = torch.compiler.disable(FusedEuclid.apply)
+
+
 def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
     """Euclid attention for (B, H, L, D) inputs through :class:`FusedEuclid`. Distances, scores and their gradients are
     float32 (the score 1/distance magnifies their rounding); under autocast the weighted sum of the values and the
@@ -232,8 +236,9 @@ def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
     values = v.reshape(b * h, v.shape[-2], v.shape[-1])
     values = (values if values.dtype == low else values.to(low)).contiguous()
     blocked = None if mask is None else ~mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    apply = EAGER_APPLY if device != "cpu" and torch.compiler.is_compiling() else FusedEuclid.apply
     with float32_math(device):
-        out = FusedEuclid.apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
+        out = apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
     out = out.view(b, h, lq, v.shape[-1])
     return like(out, v) if low == torch.float32 else out.to(low)
 

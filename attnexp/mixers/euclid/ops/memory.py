@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 _workspaces = threading.local()
-_kept: dict[tuple[int, str], list[Tensor]] = {}  # score-sized memory of finished calls, by size, ready for the next
+_kept: dict[int, list[Tensor]] = {}  # score-sized memory of finished calls, by size, ready for the next
 
 
 def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor | None:
@@ -41,14 +41,20 @@ def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtyp
     return view
 
 
-def kept_memory(ctx: object, shape: tuple[int, ...], like: Tensor) -> Tensor | None:
-    """Memory for a value kept from the forward pass to the backward pass, to write into (``out=``): memory a finished
-    call kept, handed on when that call's autograd node ``ctx`` is gone, so never while its graph can still run
-    backward (a second backward after another forward included). None off a CPU and in a compiled graph."""
+def kept_memory(ctx: object, like: Tensor, *shapes: tuple[int, ...]) -> list[Tensor | None]:
+    """Memory for values kept from the forward pass to the backward pass, one per shape, to write into (``out=``):
+    memory finished calls kept, handed on when this call's autograd node ``ctx`` is gone, so never while its graph can
+    still run backward (a second backward after another forward included). Nones off a CPU and in a compiled graph."""
     if like.device.type != "cpu" or torch.compiler.is_compiling():
-        return None
-    numel = math.prod(shape)
-    free = _kept.setdefault((numel, like.device.type), [])
-    memory = free.pop() if free else torch.empty(numel, dtype=torch.float32)
-    weakref.finalize(ctx, free.append, memory)
-    return memory.view(shape)
+        return [None] * len(shapes)
+    taken = []
+    for shape in shapes:
+        free = _kept.setdefault(math.prod(shape), [])
+        taken.append((free, free.pop() if free else torch.empty(math.prod(shape), dtype=torch.float32)))
+    weakref.finalize(ctx, hand_back, taken)
+    return [memory.view(shape) for (_, memory), shape in zip(taken, shapes)]
+
+
+def hand_back(taken: list[tuple[list[Tensor], Tensor]]) -> None:
+    for free, memory in taken:
+        free.append(memory)
