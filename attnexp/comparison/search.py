@@ -90,7 +90,7 @@ def search(runs: list[Run]) -> Search | None:
         score = float(value) if isinstance(value, (int, float)) and run.ok else math.nan
         ranked.append(Trial(run, {k: overrides[k] for k in keys if k in overrides}, score))
     ranked.sort(key=lambda t: (not math.isfinite(t.objective), -t.objective if maximize else t.objective))
-    return Search(objective, maximize, keys, ranked, renamed([r for r in runs if not found[id(r)]]))
+    return Search(objective, maximize, keys, ranked, renamed([r for r in runs if id(r) not in found]))
 
 
 def renamed(runs: list[Run]) -> list[Run]:
