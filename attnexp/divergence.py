@@ -34,8 +34,11 @@ class LossWatch:
         self.unchecked = []
         bad = (~torch.isfinite(torch.stack(losses))).nonzero()  # one host sync
         if len(bad):
-            kept = ("checkpoints/last.ckpt still holds the last good epoch" if epoch > 1
-                    else "no epoch had finished, so no checkpoint was written")
+            kept = (
+                "checkpoints/last.ckpt still holds the last good epoch"
+                if epoch > 1
+                else "no epoch had finished, so no checkpoint was written"
+            )
             raise DivergedError(
                 f"The training loss became NaN or infinite at step {steps[int(bad[0])]} (epoch {epoch}). "
                 f"Training stopped; {kept}. Usual causes: "

@@ -65,7 +65,9 @@ class TaskModule(pl.LightningModule):
         self.val_acc_best.persistent(True)  # survives checkpoint and resume
         self.register_buffer("train_loss_sum", torch.zeros(()), persistent=False)  # sum of loss * batch size
         self.register_buffer("train_correct", torch.zeros((), dtype=torch.long), persistent=False)
-        self.train_count = 0  # targets this epoch (tokens for a language model): an int, or a tensor for a task that skips some
+        self.train_count = (
+            0  # targets this epoch (tokens for a language model): an int, or a tensor for a task that skips some
+        )
         self.train_samples = 0  # inputs this epoch (sequences, images)
         self.losses = LossWatch(divergence_check_every)  # the divergence check
         self.last_lr = 0.0  # the learning rate of the last optimizer step, logged as train/lr
@@ -139,8 +141,12 @@ class TaskModule(pl.LightningModule):
         self.losses.check(self.current_epoch + 1)
         n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
-        values: dict[str, Any] = {"train/loss": loss, "train/acc": self.train_correct / n, **self.task.derived("train", loss),
-                                  "train/lr": self.last_lr}
+        values: dict[str, Any] = {
+            "train/loss": loss,
+            "train/acc": self.train_correct / n,
+            **self.task.derived("train", loss),
+            "train/lr": self.last_lr,
+        }
         self.log_dict({**values, **self._epoch_step()}, sync_dist=True, batch_size=1)  # one value per epoch: no weights
 
     def _epoch_step(self) -> dict[str, float]:
@@ -192,12 +198,17 @@ class TaskModule(pl.LightningModule):
         params: Any = self.parameters()
         if self.weight_decay_on == "matrices":
             kept = [p for p in self.parameters() if p.requires_grad]
-            params = [{"params": [p for p in kept if p.dim() >= 2]}, {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0}]
+            params = [
+                {"params": [p for p in kept if p.dim() >= 2]},
+                {"params": [p for p in kept if p.dim() < 2], "weight_decay": 0.0},
+            ]
         optimizer = self.optimizer_factory(params=params)
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer=optimizer)
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):  # after each validation: lr_scheduler_step
+        if isinstance(
+            scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau
+        ):  # after each validation: lr_scheduler_step
             schedule = {"scheduler": scheduler, "interval": "epoch", "monitor": "val/loss", "strict": False}
         else:
             schedule = {"scheduler": scheduler, "interval": self.scheduler_interval}

@@ -41,7 +41,9 @@ RULES: dict[str, Rule] = {
     "beam": _positive_int("a positive integer (1: greedy decoding; more: beam search with that many hypotheses)"),
     "max_digits": _positive_int("a positive integer (digits per image at most)"),
     "dim": _positive_int("a positive integer, or null for the patch width"),
-    "mlp_ratio": Rule(float, lambda v: v >= 0, "a number >= 0 (feed-forward width / dim; 0: no feed-forward layer)", "2.0"),
+    "mlp_ratio": Rule(
+        float, lambda v: v >= 0, "a number >= 0 (feed-forward width / dim; 0: no feed-forward layer)", "2.0"
+    ),
     "batch_size": _positive_int(),
     "eval_batch_size": _positive_int(),
     "val_size": _positive_int("a positive integer (validation picks the best checkpoint)"),
@@ -51,9 +53,16 @@ RULES: dict[str, Rule] = {
     "seq_len": _positive_int("a positive integer (tokens per sequence)"),
     "num_pairs": _positive_int("a positive integer (key-value pairs per sequence)"),
     "num_queries": _positive_int("a positive integer, or null for one query per pair"),
-    "power_a": Rule(float, lambda v: 0 < v <= 1, "a number in (0, 1] (query gaps drawn with probability ~ gap^(power_a - 1); 1: uniform)", "0.01"),
+    "power_a": Rule(
+        float,
+        lambda v: 0 < v <= 1,
+        "a number in (0, 1] (query gaps drawn with probability ~ gap^(power_a - 1); 1: uniform)",
+        "0.01",
+    ),
     "distinct_values": Rule(bool, lambda v: True, "true or false (the values of a sequence all differ)", "true"),
-    "answers_shown": Rule(bool, lambda v: True, "true or false (each queried key is followed by its value in the input)", "false"),
+    "answers_shown": Rule(
+        bool, lambda v: True, "true or false (each queried key is followed by its value in the input)", "false"
+    ),
     "num_tokens": _positive_int("a positive integer (data tokens to copy)"),
     "max_depth": _positive_int("a positive integer (nested operators)"),
     "max_args": _positive_int("an integer >= 2 (arguments per operator)"),
@@ -62,10 +71,21 @@ RULES: dict[str, Rule] = {
     "patch_size": _positive_int("a positive integer that divides the image size"),
     "context": _positive_int("a positive integer (tokens per window)"),
     "stride": _positive_int("a positive integer (tokens between training windows), or null for the context"),
-    "windows": _positive_int("a positive integer (training windows per epoch at random starts), or null for strided windows"),
-    "crop_padding": Rule(int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"),
-    "scheduler_interval": Rule(str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"),
-    "weight_decay_on": Rule(str, lambda v: v in ("all", "matrices"), "'all' or 'matrices' (weights of 2 or more dimensions only)", "matrices"),
+    "windows": _positive_int(
+        "a positive integer (training windows per epoch at random starts), or null for strided windows"
+    ),
+    "crop_padding": Rule(
+        int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"
+    ),
+    "scheduler_interval": Rule(
+        str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"
+    ),
+    "weight_decay_on": Rule(
+        str,
+        lambda v: v in ("all", "matrices"),
+        "'all' or 'matrices' (weights of 2 or more dimensions only)",
+        "matrices",
+    ),
 }
 
 

@@ -39,10 +39,15 @@ PRECISION = {"32": None, "bf16": torch.bfloat16}
 def variants() -> dict[str, Kernel]:
     """Each path as a function of (B, H, L, D) q, k, v, on the GPU when there is one."""
     width = H * D
-    mixers = {"sdpa": DotAttention(width, heads=H), "masked": DotAttention(width, heads=H, causal=True),
-              "dot explicit": DotAttention(width, heads=H, path="explicit"), "euclid": EuclidAttention(width, heads=H, eps=EPS),
-              "euclid explicit": EuclidAttention(width, heads=H, eps=EPS, path="explicit"),
-              "l2": L2Attention(width, heads=H), "cosine": CosineAttention(width, heads=H)}  # cosine: learned temperature
+    mixers = {
+        "sdpa": DotAttention(width, heads=H),
+        "masked": DotAttention(width, heads=H, causal=True),
+        "dot explicit": DotAttention(width, heads=H, path="explicit"),
+        "euclid": EuclidAttention(width, heads=H, eps=EPS),
+        "euclid explicit": EuclidAttention(width, heads=H, eps=EPS, path="explicit"),
+        "l2": L2Attention(width, heads=H),
+        "cosine": CosineAttention(width, heads=H),
+    }  # cosine: learned temperature
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return {name: attend_of(m.to(device)) for name, m in mixers.items()}
 
@@ -63,7 +68,10 @@ def inputs(length: int) -> tuple[torch.Tensor, ...]:
     """q, k, v (B, H, L, D) requiring grad, and the output gradient used for the backward pass."""
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    return (*(torch.randn(B, H, length, D, device=device, requires_grad=True) for _ in range(3)), torch.randn(B, H, length, D, device=device))
+    return (
+        *(torch.randn(B, H, length, D, device=device, requires_grad=True) for _ in range(3)),
+        torch.randn(B, H, length, D, device=device),
+    )
 
 
 def run(kernel: Kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor, backward: bool) -> float:
@@ -85,10 +93,17 @@ def peak_mb(name: str, length: int, backward: bool) -> float:
     """Growth of the peak memory during one call of ``name`` at ``length``, in MB, measured in a fresh process (freed
     pages of earlier calls would otherwise be reused unseen): the GPU's peak allocation, or on a CPU the peak
     resident set (Linux's VmHWM) over the resident set before the call."""
-    code = ("import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; "
-            f"print(json.dumps(one_peak({name!r}, {length}, {backward})))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))})
+    code = (
+        "import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; "
+        f"print(json.dumps(one_peak({name!r}, {length}, {backward})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))},
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -117,7 +132,9 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024, 2048])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1: the machine is shared)")
-    parser.add_argument("--max-gb", type=float, default=8.0, help="skip a variant whose (B, H, L, L) buffers would pass this")
+    parser.add_argument(
+        "--max-gb", type=float, default=8.0, help="skip a variant whose (B, H, L, L) buffers would pass this"
+    )
     parser.add_argument("--only", nargs="+", help="variants to run (default: all)")
     parser.add_argument("--precision", choices=list(PRECISION), default="32")
     parser.add_argument("--plot", default="bench_attention.png")
@@ -140,7 +157,9 @@ def main() -> None:
                 times[name]["fwd"].append(run(kernels[name], *qkvd, backward=False))
                 times[name]["fwd+bwd"].append(run(kernels[name], *qkvd, backward=True))
         for name in kernels:
-            rows[name, length] = {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
+            rows[name, length] = (
+                {key: statistics.median(ts) for key, ts in times[name].items() if ts} if fits[name] else {}
+            )
     for length in args.lengths:
         for name, row in ((n, rows[n, length]) for n in kernels):
             if row:  # a GPU's peak allocation is exact in this process; a CPU's resident set needs a fresh one
@@ -150,8 +169,10 @@ def main() -> None:
     lines = [line for length in args.lengths for line in report_length(length, kernels, rows)]
     load = os.getloadavg()
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"{os.cpu_count()} CPUs"
-    lines.append(f"\nbench_attention: B={B} H={H} D={D} precision {args.precision}, {args.threads} thread(s), median of "
-                 f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {device}; torch {torch.__version__}")
+    lines.append(
+        f"\nbench_attention: B={B} H={H} D={D} precision {args.precision}, {args.threads} thread(s), median of "
+        f"{args.repeats}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {device}; torch {torch.__version__}"
+    )
     print("\n".join(lines))
     if args.markdown:
         with open(args.markdown, "a") as f:
@@ -162,16 +183,21 @@ def main() -> None:
 def report_length(length: int, kernels: dict[str, Kernel], rows: dict) -> list[str]:
     """The rows of one length as a Markdown table."""
     base = rows["sdpa", length]
-    lines = [f"\nL={length}\n", "| variant | fwd ms | x sdpa | fwd+bwd ms | x sdpa | peak fwd MB | peak fwd+bwd MB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"\nL={length}\n",
+        "| variant | fwd ms | x sdpa | fwd+bwd ms | x sdpa | peak fwd MB | peak fwd+bwd MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in kernels:
         r = rows[name, length]
         if not r:
             lines.append(f"| {name} | skipped: too large for --max-gb | | | | | |")
             continue
         fb = r["fwd+bwd"]
-        lines.append(f"| {name} | {r['fwd'] * 1e3:.2f} | {r['fwd'] / base['fwd']:.2f} | {fb * 1e3:.2f} | "
-                     f"{fb / base['fwd+bwd']:.2f} | {r['peak fwd MB']:.0f} | {r['peak fwd+bwd MB']:.0f} |")
+        lines.append(
+            f"| {name} | {r['fwd'] * 1e3:.2f} | {r['fwd'] / base['fwd']:.2f} | {fb * 1e3:.2f} | "
+            f"{fb / base['fwd+bwd']:.2f} | {r['peak fwd MB']:.0f} | {r['peak fwd+bwd MB']:.0f} |"
+        )
     return lines
 
 

@@ -53,10 +53,14 @@ def main() -> None:
             times[value].append(ms_per_step(args.steps))
     nvml, plain = statistics.median(times["1"]), statistics.median(times["0"])
     load = os.getloadavg()
-    print(f"bench_cuda_check: {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), load {load[0]:.2f}; "
-          f"CUDA available: {torch.cuda.is_available()}")
-    print(f"ms per step: NVML check {nvml:.3f}, torch's check {plain:.3f}: {nvml - plain:.3f} ms saved, "
-          f"NVML/torch {nvml / plain:.2f}x")
+    print(
+        f"bench_cuda_check: {args.steps} steps x {args.rounds} rounds, {args.threads} thread(s), load {load[0]:.2f}; "
+        f"CUDA available: {torch.cuda.is_available()}"
+    )
+    print(
+        f"ms per step: NVML check {nvml:.3f}, torch's check {plain:.3f}: {nvml - plain:.3f} ms saved, "
+        f"NVML/torch {nvml / plain:.2f}x"
+    )
 
 
 if __name__ == "__main__":

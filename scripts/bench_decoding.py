@@ -40,12 +40,19 @@ def main() -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=["data=pairs", *args.overrides])
     torch.manual_seed(0)
-    net = instantiate(cfg.net, src_vocab_size=args.src_vocab, src_len=args.src_len,
-                      tgt_vocab_size=args.tgt_vocab, tgt_len=args.tgt_len).eval()
+    net = instantiate(
+        cfg.net,
+        src_vocab_size=args.src_vocab,
+        src_len=args.src_len,
+        tgt_vocab_size=args.tgt_vocab,
+        tgt_len=args.tgt_len,
+    ).eval()
     with torch.no_grad():
         net.head.bias[EOS_ID] = -1e4  # random weights: never end early, every step is decoded
     src = torch.randint(4, args.src_vocab, (args.batch, args.src_len))
-    tgt = torch.cat([torch.full((args.batch, 1), BOS_ID), torch.randint(4, args.tgt_vocab, (args.batch, args.tgt_len - 2))], 1)
+    tgt = torch.cat(
+        [torch.full((args.batch, 1), BOS_ID), torch.randint(4, args.tgt_vocab, (args.batch, args.tgt_len - 2))], 1
+    )
     runs = {"teacher": lambda: net(src, tgt), "greedy": lambda: greedy(net, src)}
     times: dict[str, list[float]] = {name: [] for name in runs}
     with torch.no_grad():
@@ -56,8 +63,10 @@ def main() -> None:
                 run()
                 times[name].append(time.perf_counter() - started)
     t, d = statistics.median(times["teacher"]), statistics.median(times["greedy"])
-    print(f"bench_decoding: {' '.join(args.overrides) or 'model=dot'}, batch {args.batch}, target {args.tgt_len} tokens "
-          f"of {args.tgt_vocab}, {args.threads} thread(s), {args.rounds} rounds; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"bench_decoding: {' '.join(args.overrides) or 'model=dot'}, batch {args.batch}, target {args.tgt_len} tokens "
+        f"of {args.tgt_vocab}, {args.threads} thread(s), {args.rounds} rounds; load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"teacher-forced pass {t:.3f} s, greedy decoding {d:.3f} s: ratio {d / t:.1f}")
 
 

@@ -55,16 +55,27 @@ SEED = 0
 TASKS = {
     "mnist": ["data=mnist", "model=dot", "data.download=false"],
     "vit": ["experiment=vit_mnist", "model=dot", "data.download=false"],
-    "lm": ["data=text", "model=dot", "data.path=${paths.data_dir}/tinyshakespeare/input.txt", "data.level=char", "data.context=128"],
+    "lm": [
+        "data=text",
+        "model=dot",
+        "data.path=${paths.data_dir}/tinyshakespeare/input.txt",
+        "data.level=char",
+        "data.context=128",
+    ],
 }
 
 
 def config(args: argparse.Namespace, compile: bool = False) -> DictConfig:
     """The task's runner config (Hydra's own keys included), as the CLI would compose it."""
     overrides = [
-        *TASKS[args.task], f"paths.data_dir={args.data_dir}", f"seed={SEED}",
-        f"trainer.max_epochs={args.epochs}", f"trainer.limit_train_batches={args.steps or 1.0}",
-        "trainer.accelerator=cpu", f"module.compile={str(compile).lower()}", *args.overrides,
+        *TASKS[args.task],
+        f"paths.data_dir={args.data_dir}",
+        f"seed={SEED}",
+        f"trainer.max_epochs={args.epochs}",
+        f"trainer.limit_train_batches={args.steps or 1.0}",
+        "trainer.accelerator=cpu",
+        f"module.compile={str(compile).lower()}",
+        *args.overrides,
     ]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -84,7 +95,13 @@ def runner(args: argparse.Namespace, out: Path, compile: bool = False) -> dict[s
     record = json.loads((out / "metrics.json").read_text())
     step_ms = statistics.median(StepTimer.last.times) * 1e3
     samples = round(record["train_samples_per_s"] * record["fit_s"])
-    return {"seconds": record["fit_s"], "samples": samples, "test_acc": record["test/acc"], "wall_s": wall, "step_ms": step_ms}
+    return {
+        "seconds": record["fit_s"],
+        "samples": samples,
+        "test_acc": record["test/acc"],
+        "wall_s": wall,
+        "step_ms": step_ms,
+    }
 
 
 class StepTimer(pl.Callback):
@@ -128,13 +145,17 @@ class WindowItems(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         start = i * self.stride
-        return torch.tensor(self.ids[start : start + self.context]), torch.tensor(self.ids[start + 1 : start + self.context + 1])
+        return torch.tensor(self.ids[start : start + self.context]), torch.tensor(
+            self.ids[start + 1 : start + self.context + 1]
+        )
 
 
 def classic_items(dm: pl.LightningDataModule, split: str) -> Dataset:
     """The split the classic way, from the arrays the runner's data module read."""
     if hasattr(dm, "streams"):  # text
-        return WindowItems(dm.streams[split].numpy(), dm.context, (dm.stride or dm.context) if split == "train" else dm.context)
+        return WindowItems(
+            dm.streams[split].numpy(), dm.context, (dm.stride or dm.context) if split == "train" else dm.context
+        )
     x, y = dm.splits[split]
     return ImageItems(dm.as_images(x).numpy(), y.numpy(), dm.patch_size)
 
@@ -145,7 +166,10 @@ class PerStepLogging(TaskModule):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.train_loss_metric, self.train_acc_metric = MeanMetric(), MulticlassAccuracy(self.net.num_classes, average="micro")
+        self.train_loss_metric, self.train_acc_metric = (
+            MeanMetric(),
+            MulticlassAccuracy(self.net.num_classes, average="micro"),
+        )
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, logits, y = self._step(batch)
@@ -162,12 +186,21 @@ class PerStepLogging(TaskModule):
         pass
 
 
-def classic(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path, per_step_logging: bool) -> dict[str, float]:
+def classic(
+    args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, out: Path, per_step_logging: bool
+) -> dict[str, float]:
     """(B, Bd) the classic data pipeline with a default Lightning Trainer."""
-    module = instantiate(cfg.module, net=new_net(cfg, dm), task=instantiate(cfg.task), **({"_target_": f"{__name__}.PerStepLogging"} if per_step_logging else {}))
+    module = instantiate(
+        cfg.module,
+        net=new_net(cfg, dm),
+        task=instantiate(cfg.task),
+        **({"_target_": f"{__name__}.PerStepLogging"} if per_step_logging else {}),
+    )
     train_loader = DataLoader(classic_items(dm, "train"), batch_size=dm.batch_size, shuffle=True)
     val_loader, test_loader = (DataLoader(classic_items(dm, s), batch_size=dm.eval_batch_size) for s in ("val", "test"))
-    trainer = pl.Trainer(max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out))
+    trainer = pl.Trainer(
+        max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out)
+    )
     started = time.perf_counter()
     trainer.fit(module, train_loader, val_loader)
     seconds = time.perf_counter() - started
@@ -180,8 +213,15 @@ def bare(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule, 
     """(L) the runner's module and data module in a Trainer with every optional feature off."""
     module = instantiate(cfg.module, net=new_net(cfg, dm), task=instantiate(cfg.task))
     trainer = pl.Trainer(
-        max_epochs=args.epochs, limit_train_batches=args.steps or 1.0, accelerator="cpu", default_root_dir=str(out), logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        max_epochs=args.epochs,
+        limit_train_batches=args.steps or 1.0,
+        accelerator="cpu",
+        default_root_dir=str(out),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
     )
     started = time.perf_counter()
     trainer.fit(module, datamodule=dm)
@@ -205,7 +245,10 @@ def loop(args: argparse.Namespace, cfg: DictConfig, dm: pl.LightningDataModule) 
     def accuracy(xs: torch.Tensor, ys: torch.Tensor) -> float:
         net.eval()
         with torch.no_grad():
-            correct = sum((loss_and_logits(a, b)[1].argmax(-1) == b.flatten()).sum() for a, b in zip(xs.split(dm.eval_batch_size), ys.split(dm.eval_batch_size)))
+            correct = sum(
+                (loss_and_logits(a, b)[1].argmax(-1) == b.flatten()).sum()
+                for a, b in zip(xs.split(dm.eval_batch_size), ys.split(dm.eval_batch_size))
+            )
         net.train()
         return float(correct) / ys.numel()
 
@@ -237,10 +280,16 @@ def main() -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="mnist")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=0, help="training steps per epoch (0 = the whole epoch)")
-    parser.add_argument("--repeats", type=int, default=1, help="alternate the pipelines this many times; report medians")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for every pipeline (1: the machine is shared)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="alternate the pipelines this many times; report medians"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch.set_num_threads for every pipeline (1: the machine is shared)"
+    )
     parser.add_argument("--compile", action="store_true", help="also run A with module.compile=true")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0")
+    parser.add_argument(
+        "overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0"
+    )
     parser.add_argument("--data-dir", default=os.environ.get("ATTNEXP_DATA_DIR", "data"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -251,9 +300,13 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            runs = {"A runner": lambda o: runner(args, o), "B classic": lambda o: classic(args, cfg, dm, o, per_step_logging=True),
-                    "Bd data": lambda o: classic(args, cfg, dm, o, per_step_logging=False), "C loop": lambda o: loop(args, cfg, dm),
-                    "L bare": lambda o: bare(args, cfg, dm, o)}
+            runs = {
+                "A runner": lambda o: runner(args, o),
+                "B classic": lambda o: classic(args, cfg, dm, o, per_step_logging=True),
+                "Bd data": lambda o: classic(args, cfg, dm, o, per_step_logging=False),
+                "C loop": lambda o: loop(args, cfg, dm),
+                "L bare": lambda o: bare(args, cfg, dm, o),
+            }
             if args.compile:
                 runs["A compile"] = lambda o: runner(args, o, compile=True)
             for name, run in runs.items():
@@ -268,28 +321,37 @@ def main() -> None:
 
 def report(args: argparse.Namespace, med: dict[str, dict[str, float]]) -> None:
     load = os.getloadavg()
-    print(f"\nbench_pipeline: task {args.task} ({' '.join(TASKS[args.task][:2])}), "
-          f"{args.epochs} epochs x {args.steps or 'all'} steps, "
-          f"{args.threads} threads, median of {args.repeats}; load average "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
-          f"NVML CUDA check {'undone (no driver)' if args.cheap_cuda_check else 'as found'}")
+    print(
+        f"\nbench_pipeline: task {args.task} ({' '.join(TASKS[args.task][:2])}), "
+        f"{args.epochs} epochs x {args.steps or 'all'} steps, "
+        f"{args.threads} threads, median of {args.repeats}; load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+        f"NVML CUDA check {'undone (no driver)' if args.cheap_cuda_check else 'as found'}"
+    )
     print(f"{'pipeline':<12}{'samples/s':>11}{'seconds':>9}{'test acc':>10}")
     for name, m in med.items():
         print(f"{name:<12}{m['samples_per_s']:>11.0f}{m['seconds']:>9.1f}{m['test_acc']:>10.4f}")
     a, b, bd, c, floor = med["A runner"], med["B classic"], med["Bd data"], med["C loop"], med["L bare"]
-    print(f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x "
-          f"(target >= 3; A/Bd {a['samples_per_s'] / bd['samples_per_s']:.2f}x, "
-          f"C/B {c['samples_per_s'] / b['samples_per_s']:.2f}x)   "
-          f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.30)   "
-          f"A total wall incl. data, test, figures {a['wall_s']:.1f} s")
-    print(f"Lightning's floor: L/C time {floor['seconds'] / c['seconds']:.2f}x; "
-          f"A/L {a['seconds'] / floor['seconds']:.2f}x (the runner's callbacks, logger, checkpoints)")
+    print(
+        f"A/B throughput {a['samples_per_s'] / b['samples_per_s']:.2f}x "
+        f"(target >= 3; A/Bd {a['samples_per_s'] / bd['samples_per_s']:.2f}x, "
+        f"C/B {c['samples_per_s'] / b['samples_per_s']:.2f}x)   "
+        f"A/C time {a['seconds'] / c['seconds']:.2f}x (target <= 1.30)   "
+        f"A total wall incl. data, test, figures {a['wall_s']:.1f} s"
+    )
+    print(
+        f"Lightning's floor: L/C time {floor['seconds'] / c['seconds']:.2f}x; "
+        f"A/L {a['seconds'] / floor['seconds']:.2f}x (the runner's callbacks, logger, checkpoints)"
+    )
     if "A compile" in med:
         m = med["A compile"]
-        print(f"A compile: fit {m['seconds']:.1f} s = {m['seconds'] / a['seconds']:.2f}x A: "
-              f"{m['seconds'] - a['seconds']:.1f} s of compiling "
-              "(train, eval and recompiled shapes); median training step "
-              f"{m['step_ms']:.2f} ms compiled vs {a['step_ms']:.2f} ms eager")
+        print(
+            f"A compile: fit {m['seconds']:.1f} s = {m['seconds'] / a['seconds']:.2f}x A: "
+            f"{m['seconds'] - a['seconds']:.1f} s of compiling "
+            "(train, eval and recompiled shapes); median training step "
+            f"{m['step_ms']:.2f} ms compiled vs {a['step_ms']:.2f} ms eager"
+        )
+
 
 if __name__ == "__main__":
     main()

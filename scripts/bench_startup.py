@@ -30,14 +30,25 @@ def one_run(overrides: list[str], folder: Path, threads: int) -> dict[str, float
     """Seconds of one CLI run: total, before the run, the run (and its fit), after its record."""
     started = time.time()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    proc = subprocess.run([sys.executable, "-m", "attnexp.cli.train", *overrides, f"hydra.run.dir={folder}"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.train", *overrides, f"hydra.run.dir={folder}"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     total = time.time() - started
     if proc.returncode != 0:
         raise SystemExit(f"the run failed (exit status {proc.returncode}):\n{proc.stderr[-2000:]}")
     metrics = folder / "metrics.json"
     record, ended = json.loads(metrics.read_text()), metrics.stat().st_mtime
     run_start = ended - record["wall_s"]
-    return {"total": total, "start": run_start - started, "run": record["wall_s"], "fit": record["fit_s"], "end": started + total - ended}
+    return {
+        "total": total,
+        "start": run_start - started,
+        "run": record["wall_s"],
+        "fit": record["fit_s"],
+        "end": started + total - ended,
+    }
 
 
 def main() -> None:
@@ -51,12 +62,18 @@ def main() -> None:
         runs = [one_run(overrides, Path(tmp) / f"run{i}", args.threads) for i in range(args.repeats)]
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     load = os.getloadavg()[0]
-    print(f"bench_startup: attnexp {' '.join(overrides)}, median of {args.repeats} fresh processes, {args.threads} "
-          f"threads; load average {load:.2f} on {os.cpu_count()} CPUs")
-    print(f"total {med['total']:.2f} s = start (imports, config) {med['start']:.2f} s + run {med['run']:.2f} s "
-          f"+ end {med['end']:.2f} s")
-    print(f"run {med['run']:.2f} s = fit {med['fit']:.2f} s + data, test, figures {med['run'] - med['fit']:.2f} s; "
-          f"fit is {med['fit'] / med['total']:.0%} of the total")
+    print(
+        f"bench_startup: attnexp {' '.join(overrides)}, median of {args.repeats} fresh processes, {args.threads} "
+        f"threads; load average {load:.2f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"total {med['total']:.2f} s = start (imports, config) {med['start']:.2f} s + run {med['run']:.2f} s "
+        f"+ end {med['end']:.2f} s"
+    )
+    print(
+        f"run {med['run']:.2f} s = fit {med['fit']:.2f} s + data, test, figures {med['run'] - med['fit']:.2f} s; "
+        f"fit is {med['fit'] / med['total']:.0%} of the total"
+    )
 
 
 if __name__ == "__main__":

@@ -50,20 +50,28 @@ def mixer(name: str, heads: int) -> Callable[..., nn.Module]:
     return partial(cls, **options, **({"heads": heads} if name in ATTENTION else {}))
 
 
-def network(net: str, name: str, tokens: int) -> tuple[nn.Module, Callable[[int, torch.device], tuple[torch.Tensor, torch.Tensor]]]:
+def network(
+    net: str, name: str, tokens: int
+) -> tuple[nn.Module, Callable[[int, torch.device], tuple[torch.Tensor, torch.Tensor]]]:
     """A fresh seeded network with the variant ``name`` and a function making a (inputs, targets) batch for it."""
     torch.manual_seed(0)
     if net == "patch":
         image, patch = SHAPES[tokens]
         model = PatchClassifier(mixer(name, 1), image_size=image, channels=1, patch_size=patch, num_classes=10)
-        return model, lambda batch, device: (torch.randn(batch, tokens, patch * patch, device=device),
-                                             torch.randint(0, 10, (batch,), device=device))
+        return model, lambda batch, device: (
+            torch.randn(batch, tokens, patch * patch, device=device),
+            torch.randint(0, 10, (batch,), device=device),
+        )
     if net == "lm":
         model = LanguageModel(mixer(name, 4), vocab_size=256, context=tokens, dim=256, depth=4, dropout=0.0)
-        return model, lambda batch, device: (torch.randint(0, 256, (batch, tokens), device=device),
-                                             torch.randint(0, 256, (batch, tokens), device=device))
-    return vit_book(name), lambda batch, device: (torch.randn(batch, 1, 28, 28, device=device),
-                                                  torch.randint(0, 10, (batch,), device=device))
+        return model, lambda batch, device: (
+            torch.randint(0, 256, (batch, tokens), device=device),
+            torch.randint(0, 256, (batch, tokens), device=device),
+        )
+    return vit_book(name), lambda batch, device: (
+        torch.randn(batch, 1, 28, 28, device=device),
+        torch.randint(0, 10, (batch,), device=device),
+    )
 
 
 def vit_book(name: str) -> nn.Module:
@@ -79,8 +87,9 @@ def vit_book(name: str) -> nn.Module:
     return build_net(cfg.net, instantiate(cfg.data).spec)
 
 
-def stepper(net: str, name: str, tokens: int, batch: int, device: torch.device, precision: str,
-            compile: bool = False) -> Callable[[], None]:
+def stepper(
+    net: str, name: str, tokens: int, batch: int, device: torch.device, precision: str, compile: bool = False
+) -> Callable[[], None]:
     """A closure that makes one training step of a fresh seeded network on a fixed batch (``compile``: the network
     through ``torch.compile``, as ``module.compile=true`` runs it)."""
     model, make_batch = network(net, name, tokens)
@@ -127,7 +136,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", help="sequence lengths (patch: 16, 64; vit_book: 50)")
     parser.add_argument("--only", nargs="+", choices=list(VARIANTS), help="variants besides dot (default: all)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=200, help="timed steps per variant and round (after 30 warm-up steps)")
+    parser.add_argument(
+        "--steps", type=int, default=200, help="timed steps per variant and round (after 30 warm-up steps)"
+    )
     parser.add_argument("--batch", type=int, default=None, help="batch size (patch: 64, vit_book: 32)")
     parser.add_argument("--batch-tokens", type=int, default=16384, help="lm: tokens per batch (batch = this / L)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -155,8 +166,10 @@ def main() -> None:
             ratios = sorted(r[name] / r["dot"] for r in rounds)
             out.append(f"| {name} | {ms:.3f} | {statistics.median(ratios):.2f} | {ratios[0]:.2f}-{ratios[-1]:.2f} |")
     load = os.getloadavg()
-    out.append(f"\nbench_step: {args.rounds} rounds x {args.steps} steps, {args.threads} thread(s); load average "
-               f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; torch {torch.__version__}")
+    out.append(
+        f"\nbench_step: {args.rounds} rounds x {args.steps} steps, {args.threads} thread(s); load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; torch {torch.__version__}"
+    )
     text = "\n".join(out)
     print(text)
     if args.markdown:

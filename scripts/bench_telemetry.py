@@ -59,9 +59,18 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default: data=mnist)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    overrides = ["data=mnist", "data.download=false", f"paths.data_dir={os.environ.get('ATTNEXP_DATA_DIR', 'data')}",
-                 f"trainer.max_epochs={args.epochs}", "trainer.accelerator=cpu", "test=false", "logger=none",
-                 "callbacks.progress_bar.refresh_rate=0", "callbacks.figures=null", *args.overrides]
+    overrides = [
+        "data=mnist",
+        "data.download=false",
+        f"paths.data_dir={os.environ.get('ATTNEXP_DATA_DIR', 'data')}",
+        f"trainer.max_epochs={args.epochs}",
+        "trainer.accelerator=cpu",
+        "test=false",
+        "logger=none",
+        "callbacks.progress_bar.refresh_rate=0",
+        "callbacks.figures=null",
+        *args.overrides,
+    ]
     times: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -69,10 +78,14 @@ def main() -> None:
                 times[telemetry].append(fit(overrides, telemetry, Path(tmp) / f"{r}-{telemetry}"))
     per_epoch = TimedTelemetry.seconds / (args.rounds * args.epochs)
     without, with_ = statistics.median(times[False]), statistics.median(times[True])
-    print(f"bench_telemetry: {' '.join(args.overrides) or 'data=mnist'}, {args.epochs} epochs x {args.rounds} rounds, "
-          f"{args.threads} thread(s); load average {os.getloadavg()[0]:.2f}")
-    print(f"s/epoch without {without:.3f}, with {with_:.3f}: ratio {with_ / without:.3f}; "
-          f"the callback's own work {per_epoch * 1e3:.1f} ms an epoch = {per_epoch / without:.2%} of an epoch")
+    print(
+        f"bench_telemetry: {' '.join(args.overrides) or 'data=mnist'}, {args.epochs} epochs x {args.rounds} rounds, "
+        f"{args.threads} thread(s); load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"s/epoch without {without:.3f}, with {with_:.3f}: ratio {with_ / without:.3f}; "
+        f"the callback's own work {per_epoch * 1e3:.1f} ms an epoch = {per_epoch / without:.2%} of an epoch"
+    )
 
 
 if __name__ == "__main__":

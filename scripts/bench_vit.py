@@ -65,8 +65,16 @@ def images_per_second(args: argparse.Namespace, **fit_inputs) -> float:
     net = VisionTransformer(partial(DotAttention, heads=4), 32, 3, None, 10, patch=4, dim=args.dim, depth=args.depth)
     module = TaskModule(net, ImageClassification(), partial(torch.optim.Adam, lr=1e-3))
     meter = Throughput(warmup=args.warmup)
-    trainer = pl.Trainer(accelerator="cpu", max_steps=args.warmup + args.steps, limit_val_batches=0, logger=False,
-                         callbacks=[meter], enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_steps=args.warmup + args.steps,
+        limit_val_batches=0,
+        logger=False,
+        callbacks=[meter],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module, **fit_inputs)
     return meter.per_second
 
@@ -97,18 +105,39 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as root:
         random_cifar10(root, n_train=args.images, n_test=100)
-        ours = CIFAR10DataModule(root=root, download=False, verify_checksums=False, val_size=0,
-                                 batch_size=args.batch_size, augment=BatchAugment(crop_padding=4, flip=True))
-        baseline_set = CIFAR10FilesOnly(root, train=True, transform=transforms.Compose([
-            transforms.RandomCrop(32, padding=4),
-            transforms.RandomHorizontalFlip(),
-            transforms.ToTensor(),
-            transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
-        ]))
-        baseline = DataLoader(baseline_set, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                              drop_last=True, persistent_workers=args.workers > 0)
+        ours = CIFAR10DataModule(
+            root=root,
+            download=False,
+            verify_checksums=False,
+            val_size=0,
+            batch_size=args.batch_size,
+            augment=BatchAugment(crop_padding=4, flip=True),
+        )
+        baseline_set = CIFAR10FilesOnly(
+            root,
+            train=True,
+            transform=transforms.Compose(
+                [
+                    transforms.RandomCrop(32, padding=4),
+                    transforms.RandomHorizontalFlip(),
+                    transforms.ToTensor(),
+                    transforms.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+                ]
+            ),
+        )
+        baseline = DataLoader(
+            baseline_set,
+            batch_size=args.batch_size,
+            shuffle=True,
+            num_workers=args.workers,
+            drop_last=True,
+            persistent_workers=args.workers > 0,
+        )
         ours.setup()
-        names = ["torchvision Dataset + DataLoader, per-sample transforms", "attnexp tensor pipeline, whole-batch augmentation"]
+        names = [
+            "torchvision Dataset + DataLoader, per-sample transforms",
+            "attnexp tensor pipeline, whole-batch augmentation",
+        ]
         data, steps = {n: [] for n in names}, {n: [] for n in names}
         for _ in range(args.rounds):
             data[names[0]].append(data_per_second(baseline))
@@ -116,13 +145,17 @@ def main() -> None:
             steps[names[0]].append(images_per_second(args, train_dataloaders=baseline))
             steps[names[1]].append(images_per_second(args, datamodule=ours))
     data, steps = ({n: statistics.median(v) for n, v in d.items()} for d in (data, steps))
-    print(f"\nViT dim {args.dim}, depth {args.depth}, patch 4 (65 tokens), batch {args.batch_size}, "
-          f"{torch.get_num_threads()} threads, baseline workers {args.workers}, median of {args.rounds} rounds "
-          f"({args.steps} timed steps each)")
+    print(
+        f"\nViT dim {args.dim}, depth {args.depth}, patch 4 (65 tokens), batch {args.batch_size}, "
+        f"{torch.get_num_threads()} threads, baseline workers {args.workers}, median of {args.rounds} rounds "
+        f"({args.steps} timed steps each)"
+    )
     print("| pipeline | data only, images/s | ratio | training, images/s | ratio |\n|---|---:|---:|---:|---:|")
     for name in names:
-        print(f"| {name} | {data[name]:,.0f} | {data[name] / data[names[0]]:.2f} "
-              f"| {steps[name]:,.0f} | {steps[name] / steps[names[0]]:.2f} |")
+        print(
+            f"| {name} | {data[name]:,.0f} | {data[name] / data[names[0]]:.2f} "
+            f"| {steps[name]:,.0f} | {steps[name] / steps[names[0]]:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -46,20 +46,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the TSV to write: spanish<TAB>english<TAB>reference")
     parser.add_argument("--sword", default="/usr/share/sword", help="the SWORD folder holding mods.d and modules")
-    parser.add_argument("--max-words", type=int, default=None, help="keep verses of at most this many words on both sides")
+    parser.add_argument(
+        "--max-words", type=int, default=None, help="keep verses of at most this many words on both sides"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the shuffle's seed")
     args = parser.parse_args()
     try:
         from pysword.modules import SwordModules
     except ImportError:
-        sys.exit("pysword is missing: sudo apt-get install python3-pysword (then run with /usr/bin/python3), "
-                 "or pip install pysword.")
+        sys.exit(
+            "pysword is missing: sudo apt-get install python3-pysword (then run with /usr/bin/python3), "
+            "or pip install pysword."
+        )
     modules = SwordModules(args.sword)
     installed = modules.parse_modules()
     missing = [name for name in (SOURCE, TARGET) if name not in installed]
     if missing:
-        sys.exit(f"SWORD modules {', '.join(missing)} are not in {args.sword}: "
-                 "sudo apt-get install sword-text-sparv sword-text-web.")
+        sys.exit(
+            f"SWORD modules {', '.join(missing)} are not in {args.sword}: "
+            "sudo apt-get install sword-text-sparv sword-text-web."
+        )
     source, target = (modules.get_bible_from_module(name) for name in (SOURCE, TARGET))
     books = [book for testament in source.get_structure().get_books().values() for book in testament]
     target_books = {book.osis_name for testament in target.get_structure().get_books().values() for book in testament}

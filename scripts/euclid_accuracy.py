@@ -82,13 +82,17 @@ def main() -> None:
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
     columns = [(path, precision) for precision in PRECISIONS for path in PATHS]
-    lines = ["| case | " + " | ".join(f"{path} {precision}: value / gradient" for path, precision in columns) + " |",
-             "|---|" + "---|" * len(columns)]
+    lines = [
+        "| case | " + " | ".join(f"{path} {precision}: value / gradient" for path, precision in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
     for name, (q, k, v) in cases().items():
         cells = [errors(path, precision, q, k, v) for path, precision in columns]
         lines.append(f"| {name} | " + " | ".join(f"{a:.1e} / {b:.1e}" for a, b in cells) + " |")
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}"
-    text = "\n".join(lines) + f"\n\neuclid_accuracy: errors relative to the float64 reference's largest value; {machine}\n"
+    text = (
+        "\n".join(lines) + f"\n\neuclid_accuracy: errors relative to the float64 reference's largest value; {machine}\n"
+    )
     print(text)
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -1,7 +1,8 @@
 """The GPU tier in one command: the GPU tests, then the attention and training-step benchmarks, in one Markdown report.
 
 1. ``pytest -m gpu tests/gpu``: every mixer on every path on the GPU in float32 and bf16 against float64 on the
-   CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile`` against eager, and a
+   CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile`` against
+   eager, and a
    few ``trainer=gpu trainer.precision=bf16-mixed`` steps of every task family.
 2. ``bench_attention``: each kernel's forward and forward+backward at L = 50, 1024, 4096 and 8192, float32 and bf16.
 3. ``bench_step``: euclid over dot, a training step of the language model at L = 256 ... 8192 and of
@@ -58,12 +59,16 @@ def run(command: list[str], report: Path, title: str, timeout: int) -> str:
 
 
 def header() -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
     props = torch.cuda.get_device_properties(0)
-    return (f"# GPU check, {datetime.date.today()}\n\n"
-            f"{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
-            f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python "
-            f"{sys.version.split()[0]}; commit {commit or 'unknown'}\n")
+    return (
+        f"# GPU check, {datetime.date.today()}\n\n"
+        f"{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python "
+        f"{sys.version.split()[0]}; commit {commit or 'unknown'}\n"
+    )
 
 
 def ratios(output: str, column: int) -> dict[int, float]:
@@ -83,8 +88,10 @@ def aims(attention_bf16: str, vit_steps: dict[str, str]) -> str:
     for length, ratio in ratios(attention_bf16, 4).items():  # forward+backward x sdpa
         if length >= 1024:
             verdict = "met" if ratio <= AIMS["attention"] else "missed"
-            lines.append(f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA "
-                         f"({verdict}: at most {AIMS['attention']})")
+            lines.append(
+                f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA "
+                f"({verdict}: at most {AIMS['attention']})"
+            )
     for label, output in vit_steps.items():
         for length, ratio in ratios(output, 2).items():  # x dot
             verdict = "met" if ratio <= AIMS["vit_book"] else "missed"
@@ -96,7 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--report", default="gpu_check.md")
     parser.add_argument("--skip", nargs="*", default=[], choices=["tests", "attention", "step"])
-    parser.add_argument("--budget", type=float, default=540, help="seconds for the whole check (steps past it are skipped)")
+    parser.add_argument(
+        "--budget", type=float, default=540, help="seconds for the whole check (steps past it are skipped)"
+    )
     args = parser.parse_args()
     DEADLINE[0] = time.perf_counter() + args.budget
     if not torch.cuda.is_available():
@@ -105,22 +114,79 @@ def main() -> None:
     report.write_text(header())
     py = sys.executable
     if "tests" not in args.skip:
-        run([py, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"], report, "pytest -m gpu", 220)
+        run(
+            [py, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"], report, "pytest -m gpu", 220
+        )
     attention = {}
     if "attention" not in args.skip:
         for precision in ("32", "bf16"):
-            attention[precision] = run([py, "scripts/bench_attention.py", "--lengths", "50", "1024", "4096", "8192", "--only",
-                                        "euclid", "--precision", precision,
-                                        "--plot", str(report.with_name(f"bench_attention_{precision}.png"))],
-                                       report, f"bench_attention, precision {precision}", 70)
+            attention[precision] = run(
+                [
+                    py,
+                    "scripts/bench_attention.py",
+                    "--lengths",
+                    "50",
+                    "1024",
+                    "4096",
+                    "8192",
+                    "--only",
+                    "euclid",
+                    "--precision",
+                    precision,
+                    "--plot",
+                    str(report.with_name(f"bench_attention_{precision}.png")),
+                ],
+                report,
+                f"bench_attention, precision {precision}",
+                70,
+            )
     vit_steps = {}
     if "step" not in args.skip:
-        run([py, "scripts/bench_step.py", "--net", "lm", "--tokens", "256", "1024", "4096", "8192", "--only", "euclid",
-             "--precision", "bf16", "--rounds", "3", "--steps", "5"], report, "bench_step, language model", 90)
+        run(
+            [
+                py,
+                "scripts/bench_step.py",
+                "--net",
+                "lm",
+                "--tokens",
+                "256",
+                "1024",
+                "4096",
+                "8192",
+                "--only",
+                "euclid",
+                "--precision",
+                "bf16",
+                "--rounds",
+                "3",
+                "--steps",
+                "5",
+            ],
+            report,
+            "bench_step, language model",
+            90,
+        )
         for label, extra in (("vit_book training step", []), ("vit_book training step, compiled", ["--compile"])):
-            vit_steps[label] = run([py, "scripts/bench_step.py", "--net", "vit_book", "--only", "euclid", "--precision",
-                                    "bf16", "--rounds", "3", "--steps", "20", *extra], report, f"bench_step, {label}",
-                                   100 if extra else 40)
+            vit_steps[label] = run(
+                [
+                    py,
+                    "scripts/bench_step.py",
+                    "--net",
+                    "vit_book",
+                    "--only",
+                    "euclid",
+                    "--precision",
+                    "bf16",
+                    "--rounds",
+                    "3",
+                    "--steps",
+                    "20",
+                    *extra,
+                ],
+                report,
+                f"bench_step, {label}",
+                100 if extra else 40,
+            )
     with report.open("a") as f:
         f.write(aims(attention.get("bf16", ""), vit_steps))
     print(f"report: {report}")

@@ -35,7 +35,9 @@ class NaiveSoftmax(nn.Module):
 
     distributions = True
 
-    def __init__(self, dim: int, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False) -> None:
+    def __init__(
+        self, dim: int, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False
+    ) -> None:
         super().__init__()
         self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
         self.out = nn.Linear(dim, dim) if out_proj else nn.Identity()
@@ -72,7 +74,9 @@ class FusedDisagrees(DotAttention):
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         mask = None if mask is None else self.full_mask(mask, q, k)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal and mask is None, scale=0.5 * self.head_dim**-0.5)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=self.causal and mask is None, scale=0.5 * self.head_dim**-0.5
+        )
 
 
 class MixesTheBatch(DotAttention):
@@ -166,7 +170,10 @@ class AttendOnly(MultiHeadAttention):
     """Correct: softmax attention written as its own ``attend``, with no ``score`` (the contract's other way in)."""
 
     def attend(self, q, k, v, mask, need_weights):
-        scores, mask = (q @ k.transpose(-2, -1)).float() * self.head_dim**-0.5, self.full_mask(mask, q, k)  # (B, H, Lq, Lk)
+        scores, mask = (
+            (q @ k.transpose(-2, -1)).float() * self.head_dim**-0.5,
+            self.full_mask(mask, q, k),
+        )  # (B, H, Lq, Lk)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = zero_empty_rows(scores.softmax(-1), mask).to(v.dtype)

@@ -39,7 +39,10 @@ def write_cifar10(root: Path, train: tuple[np.ndarray, np.ndarray], test: tuple[
 def random_cifar10(root: Path, n_train: int, n_test: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Random images and labels written with :func:`write_cifar10`; returns them by split."""
     rng = np.random.default_rng(seed)
-    split = lambda n: (rng.integers(0, 256, size=(n, 3, 32, 32), dtype=np.uint8), rng.integers(0, 10, size=n))  # noqa: E731
+
+    def split(n):
+        return rng.integers(0, 256, size=(n, 3, 32, 32), dtype=np.uint8), rng.integers(0, 10, size=n)
+
     arrays = {"train": split(n_train), "test": split(n_test)}
     write_cifar10(root, arrays["train"], arrays["test"])
     return arrays

@@ -32,10 +32,16 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
     full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "attnexp.cli.train", *overrides],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600,
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"attnexp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"attnexp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -170,15 +176,28 @@ def compose_cfg(overrides: list[str], tmp_path: Path):
     return cfg
 
 
-SLOW = ["trainer.max_epochs=3", "trainer.deterministic=true", "data.batch_size=16", "net.dim=16", "seed=3",
-        "callbacks.progress_bar.refresh_rate=0"]
+SLOW = [
+    "trainer.max_epochs=3",
+    "trainer.deterministic=true",
+    "data.batch_size=16",
+    "net.dim=16",
+    "seed=3",
+    "callbacks.progress_bar.refresh_rate=0",
+]
 
 
 def start(cwd, *overrides, new_session: bool = False):
     """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it)."""
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "attnexp.cli.train", *overrides], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnexp.cli.train", *overrides],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=new_session,
+    )
 
 
 def wait_for_epochs(cwd, proc, epochs: int, timeout: float = 120) -> dict:

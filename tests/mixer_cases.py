@@ -25,8 +25,11 @@ MIXERS = {
     "se": (SqueezeExcitation, {}),
     "mlp": (DenseMixer, {}),
 }
-CASES = [(name, path) for name, (cls, _) in MIXERS.items()
-         for path in (("explicit", *cls.fused_paths) if hasattr(cls, "fused_paths") else (None,))]
+CASES = [
+    (name, path)
+    for name, (cls, _) in MIXERS.items()
+    for path in (("explicit", *cls.fused_paths) if hasattr(cls, "fused_paths") else (None,))
+]
 IDS = [f"{name}-{path}" if path else name for name, path in CASES]
 
 

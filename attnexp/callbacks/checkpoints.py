@@ -37,8 +37,9 @@ def read_checkpoint(path: str | Path, what: str = "") -> dict[str, Any]:
     except Exception as err:
         raise DamagedCheckpoint(f"{what} is damaged: {damage(err, path)}") from err
     if not isinstance(state, dict) or "state_dict" not in state:
-        raise DamagedCheckpoint(f"{what} is damaged: it holds no model weights (no state_dict); no training run "
-                                "here wrote it.")
+        raise DamagedCheckpoint(
+            f"{what} is damaged: it holds no model weights (no state_dict); no training run here wrote it."
+        )
     return state
 
 
@@ -54,7 +55,10 @@ def damage(err: BaseException, path: Path) -> str:
 
 def intact_checkpoints(folder: Path, besides: Path) -> list[Path]:
     """The run's other epoch checkpoints (best first, then last.ckpt) that load, newest first among the best."""
-    best = sorted((p for p in folder.glob("*.ckpt") if p.name not in ("last.ckpt", "interrupted.ckpt")), key=lambda p: p.stat().st_mtime)
+    best = sorted(
+        (p for p in folder.glob("*.ckpt") if p.name not in ("last.ckpt", "interrupted.ckpt")),
+        key=lambda p: p.stat().st_mtime,
+    )
     found = []
     for candidate in [*reversed(best), folder / "last.ckpt"]:
         if candidate.is_file() and candidate.resolve() != besides.resolve():
@@ -78,13 +82,18 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
     except DamagedCheckpoint as err:
         intact = intact_checkpoints(path.parent, besides=path)
         if resumed and intact:
-            log.warning(f"{err} Continuing from {intact[0].name} instead, the newest intact checkpoint of the run: "
-                        "the epochs after it are trained again (their curves appear twice in TensorBoard).")
+            log.warning(
+                f"{err} Continuing from {intact[0].name} instead, the newest intact checkpoint of the run: "
+                "the epochs after it are trained again (their curves appear twice in TensorBoard)."
+            )
             check_checkpoint(intact[0], model, f"This run's checkpoints/{intact[0].name}")
             return str(intact[0])
-        hint = (f" Intact checkpoints of that run: {', '.join(str(p) for p in intact)} (ckpt_path= trains from one)."
-                if intact else " No other checkpoint of that run is intact" + (
-                    ": run the same command without resume=true to start anew." if resumed else "."))
+        hint = (
+            f" Intact checkpoints of that run: {', '.join(str(p) for p in intact)} (ckpt_path= trains from one)."
+            if intact
+            else " No other checkpoint of that run is intact"
+            + (": run the same command without resume=true to start anew." if resumed else ".")
+        )
         raise DamagedCheckpoint(f"{err}{hint}") from err
 
 
@@ -95,11 +104,19 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str = "") -> None
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}" for k in expected if k in state and state[k].shape != expected[k].shape]
+    shapes = [
+        f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}"
+        for k in expected
+        if k in state and state[k].shape != expected[k].shape
+    ]
     if missing or unexpected or shapes:
         details = "; ".join(
             f"{label}: {', '.join(items[:4])}{' ...' if len(items) > 4 else ''}"
-            for label, items in (("missing", missing), ("unexpected", unexpected), ("shape checkpoint vs model", shapes))
+            for label, items in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape checkpoint vs model", shapes),
+            )
             if items
         )
         raise AttnexpError(
@@ -114,8 +131,9 @@ class BestCheckpoint(ModelCheckpoint):
     the later of equally good epochs is the one tested (Lightning keeps the earlier); and ``{epoch}`` in file names
     counts from 1, as the curves, the progress bar and metrics.json do (``epoch003``: after the third epoch)."""
 
-    def format_checkpoint_name(self, metrics: dict[str, Tensor], filename: str | None = None, ver: int | None = None,
-                               prefix: str | None = None) -> str:
+    def format_checkpoint_name(
+        self, metrics: dict[str, Tensor], filename: str | None = None, ver: int | None = None, prefix: str | None = None
+    ) -> str:
         if "epoch" in metrics:
             metrics = {**metrics, "epoch": metrics["epoch"] + 1}
         return super().format_checkpoint_name(metrics, filename, ver, prefix)

@@ -24,7 +24,9 @@ class Figures(pl.Callback):
         writers = figure_writers(trainer)
         if not writers:
             return
-        figures = pl_module.task.figures(functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None))
+        figures = pl_module.task.figures(
+            functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None)
+        )
         write_figures(writers, figures, trainer.current_epoch)  # the last epoch trained (from 1): the curves' x axis
 
 
@@ -56,8 +58,10 @@ def note_missing_weights(pl_module: Any, maps: list[Tensor | None]) -> None:
     if pl_module.net in NOTED or not mixers or any(m is not None for m in maps):
         return
     NOTED.add(pl_module.net)
-    log.info(f"{', '.join(mixers)} returns no attention weights (forward(..., need_weights=True) gave None): no attention "
-             "telemetry and no attention figures for this run.")
+    log.info(
+        f"{', '.join(mixers)} returns no attention weights (forward(..., need_weights=True) gave None): no attention "
+        "telemetry and no attention figures for this run."
+    )
 
 
 def write_figures(writers: list, figures: dict, step: int) -> None:

@@ -59,6 +59,9 @@ class EpochLines(pl.Callback):
         parts = [f"{key} {float(metrics[key]):.{DIGITS}f}" for key in ("train/loss",) if key in metrics]
         if self.validated and monitor in metrics:
             best = getattr(trainer.checkpoint_callback, "best_model_score", None)
-            parts.append(f"{monitor} {float(metrics[monitor]):.{DIGITS}f}" + ("" if best is None else f" (best {float(best):.{DIGITS}f})"))
+            parts.append(
+                f"{monitor} {float(metrics[monitor]):.{DIGITS}f}"
+                + ("" if best is None else f" (best {float(best):.{DIGITS}f})")
+            )
         self.validated = False
         log.info(f"epoch {epoch}{total}: {', '.join(parts) or 'no metrics'}")

@@ -21,11 +21,18 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
     data's chance level and evaluated examples, each mixer class's source, the software and the device."""
     task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
-    facts: dict[str, Any] = {"params": sum(p.numel() for p in pl_module.parameters()), "classes": pl_module.net.num_classes,
-                             "summary": list(task.summary.items()), "monitor": task.monitor, "mode": task.mode}
+    facts: dict[str, Any] = {
+        "params": sum(p.numel() for p in pl_module.parameters()),
+        "classes": pl_module.net.num_classes,
+        "summary": list(task.summary.items()),
+        "monitor": task.monitor,
+        "mode": task.mode,
+    }
     batch = getattr(datamodule, "batch_size", None)
     if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
-        facts.update(batch_size=batch, effective_batch_size=batch * trainer.world_size * trainer.accumulate_grad_batches)
+        facts.update(
+            batch_size=batch, effective_batch_size=batch * trainer.world_size * trainer.accumulate_grad_batches
+        )
     device = trainer.strategy.root_device
     paths = sorted({m.path_for(device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
@@ -35,17 +42,27 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
         facts["chance"] = chance
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
-    return {**facts, "mixers": provenance.mixer_sources(pl_module.net), "software": provenance.software(),
-            "device": provenance.device(device, trainer.num_devices)}
+    return {
+        **facts,
+        "mixers": provenance.mixer_sources(pl_module.net),
+        "software": provenance.software(),
+        "device": provenance.device(device, trainer.num_devices),
+    }
 
 
 def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: Any) -> str:
     """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
     batch, step = fields.get("batch_size"), fields.get("effective_batch_size")
     per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
-    epochs = f"{trainer.max_epochs} epochs" if trainer.max_epochs and trainer.max_epochs > 0 else f"{trainer.max_steps} steps"
-    return (f"Training {fields.get('mixer')} on {fields.get('data')}: {type(pl_module.net).__name__}, "
-            f"{fields['params']:,} parameters; {epochs}, {per_step}.")
+    epochs = (
+        f"{trainer.max_epochs} epochs"
+        if trainer.max_epochs and trainer.max_epochs > 0
+        else f"{trainer.max_steps} steps"
+    )
+    return (
+        f"Training {fields.get('mixer')} on {fields.get('data')}: {type(pl_module.net).__name__}, "
+        f"{fields['params']:,} parameters; {epochs}, {per_step}."
+    )
 
 
 def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
@@ -53,15 +70,23 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     ran (no best checkpoint was chosen: the test measures the last weights). With ``error`` saying why."""
     what = "the test measured" if test else "the run holds"
     if trainer.global_step == 0:
-        return {"status": metrics_file.UNTRAINED, "error": (
-            f"no training batch ran (trainer.limit_train_batches={trainer.limit_train_batches}), so {what} the "
-            "initial weights.")}
+        return {
+            "status": metrics_file.UNTRAINED,
+            "error": (
+                f"no training batch ran (trainer.limit_train_batches={trainer.limit_train_batches}), so {what} the "
+                "initial weights."
+            ),
+        }
     if not validated and best_score(trainer) == {}:
-        return {"status": metrics_file.UNVALIDATED, "error": (
-            f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
-            f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, "
-            f"{trainer.current_epoch} epochs), so no "
-            f"best checkpoint was chosen and {what} the last weights.")}
+        return {
+            "status": metrics_file.UNVALIDATED,
+            "error": (
+                f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
+                f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, "
+                f"{trainer.current_epoch} epochs), so no "
+                f"best checkpoint was chosen and {what} the last weights."
+            ),
+        }
     return {"status": metrics_file.OK}
 
 
@@ -137,13 +162,24 @@ class RecordKeeper(pl.Callback):
         seconds = time.perf_counter() - self.fit_started
         epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
         monitor = pl_module.task.monitor
-        judged = convergence.judge(self.history, monitor, pl_module.task.mode,
-                                   self.record.fields.get("examples", {}).get(monitor.split("/")[0]))
+        judged = convergence.judge(
+            self.history,
+            monitor,
+            pl_module.task.mode,
+            self.record.fields.get("examples", {}).get(monitor.split("/")[0]),
+        )
         self.outcome = outcome(trainer, self.validated, self.test)
-        self._write(trainer, fit_s=round(seconds, 3), seconds_per_epoch=round(seconds / epochs, 3),
-                    train_samples_per_s=round(self.samples * trainer.world_size / max(seconds, 1e-9), 1),  # equal shares
-                    **best_score(trainer), monitor_history=self.history, still_improving=judged.pop("still_improving"),
-                    convergence=judged, **({"status": metrics_file.TRAINED} if self.test else self.outcome))
+        self._write(
+            trainer,
+            fit_s=round(seconds, 3),
+            seconds_per_epoch=round(seconds / epochs, 3),
+            train_samples_per_s=round(self.samples * trainer.world_size / max(seconds, 1e-9), 1),  # equal shares
+            **best_score(trainer),
+            monitor_history=self.history,
+            still_improving=judged.pop("still_improving"),
+            convergence=judged,
+            **({"status": metrics_file.TRAINED} if self.test else self.outcome),
+        )
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)

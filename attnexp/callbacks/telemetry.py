@@ -26,7 +26,9 @@ class AttentionTelemetry(pl.Callback):
         if trainer.sanity_checking or datamodule is None:
             return
         devices = [pl_module.device] if pl_module.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's draws stay as they were
+        with torch.random.fork_rng(
+            devices=devices
+        ):  # a loader's iterator draws a seed: training's draws stay as they were
             x = next(iter(datamodule.val_dataloader()))[0][: self.samples]
         mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
         recorders = [CallRecorder(m) for m in mixers]
@@ -41,8 +43,14 @@ class AttentionTelemetry(pl.Callback):
                 continue
             if weights.dim() == 4:
                 call = recorder.call
-                stats = attention_stats(weights, recorder.scores, mixer.request.causal, call.get("mask"),
-                                        call.get("context") is None, weight_kind(mixer))
+                stats = attention_stats(
+                    weights,
+                    recorder.scores,
+                    mixer.request.causal,
+                    call.get("mask"),
+                    call.get("context") is None,
+                    weight_kind(mixer),
+                )
             else:
                 stats = gate_stats(weights)
             values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})

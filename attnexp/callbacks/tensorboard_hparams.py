@@ -37,12 +37,18 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
     cfg, choices = OmegaConf.create(record.settings.config), record.settings.choices
     mixers = [m for m in pl_module.net.modules() if is_mixer(m)]  # built-in or not (see attnexp.mixers.contract)
     values = {
-        "mixer": choices.get("model"), "seed": cfg.get("seed"), "data": choices.get("data"),
-        "lr": OmegaConf.select(cfg, "module.optimizer.lr"), "params": record.fields.get("params"),
-        "net": choices.get("net"), "task": choices.get("task"),
-        "width": mixers[0].request.dim if mixers else 0, "depth": len(mixers),
+        "mixer": choices.get("model"),
+        "seed": cfg.get("seed"),
+        "data": choices.get("data"),
+        "lr": OmegaConf.select(cfg, "module.optimizer.lr"),
+        "params": record.fields.get("params"),
+        "net": choices.get("net"),
+        "task": choices.get("task"),
+        "width": mixers[0].request.dim if mixers else 0,
+        "depth": len(mixers),
         "heads": getattr(mixers[0], "heads", 0) if mixers else 0,  # 0: the mixer has no heads
-        "batch_size": OmegaConf.select(cfg, "data.batch_size"), "epochs": OmegaConf.select(cfg, "trainer.max_epochs"),
+        "batch_size": OmegaConf.select(cfg, "data.batch_size"),
+        "epochs": OmegaConf.select(cfg, "trainer.max_epochs"),
     }
     for override in record.settings.overrides:
         key, _, value = str(override).lstrip("+~").partition("=")
@@ -68,9 +74,19 @@ def metric_tags(pl_module: Any, logged: Iterable[str]) -> list[str]:
 
     task, one = pl_module.task, torch.ones(())
     test, val = list(getattr(pl_module, "test_metrics", {})), list(getattr(pl_module, "val_metrics", {}))
-    known = ["test/loss", *(f"test/{name}" for name in test), *task.derived("test", one),
-             "val/loss", *(f"val/{name}" for name in val), *task.derived("val", one), *(["val/acc_best"] if "acc" in val else []),
-             "train/loss", "train/acc", *task.derived("train", one), "train/lr"]
+    known = [
+        "test/loss",
+        *(f"test/{name}" for name in test),
+        *task.derived("test", one),
+        "val/loss",
+        *(f"val/{name}" for name in val),
+        *task.derived("val", one),
+        *(["val/acc_best"] if "acc" in val else []),
+        "train/loss",
+        "train/acc",
+        *task.derived("train", one),
+        "train/lr",
+    ]
     rest = sorted((k for k in logged if "/" in k and not k.endswith("_step")), key=lambda k: (k.startswith("attn/"), k))
     return list(dict.fromkeys([*task.summary, task.monitor, *known, *rest]))
 

@@ -61,9 +61,15 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     request = composed_mixer(cfg).request
     named = network_named(list(HydraConfig.get().overrides.task))
     size = Size.of(request) if named else Size()
-    network = f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}" if named else "the kit's small default"
-    say(f"attnexp-check model={choices.get('model')} ({cfg.model._target_}): {size.describe()}, seed {cfg.seed}, CPU; "
-        f"{network}")
+    network = (
+        f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}"
+        if named
+        else "the kit's small default"
+    )
+    say(
+        f"attnexp-check model={choices.get('model')} ({cfg.model._target_}): {size.describe()}, seed {cfg.seed}, CPU; "
+        f"{network}"
+    )
     results = []
     for result in run_checks(instantiate(cfg.model), seed=cfg.seed, size=size):
         results.append(result)
@@ -71,14 +77,21 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     results.append(smoke_run(cfg))
     say(line(results[-1]))
     failed = [r.name for r in results if r.ok is False]
-    say(f"{len(results)} checks: {len(failed)} failed ({', '.join(failed)})" if failed else
-        f"{len(results)} checks: all passed or do not apply")
+    say(
+        f"{len(results)} checks: {len(failed)} failed ({', '.join(failed)})"
+        if failed
+        else f"{len(results)} checks: all passed or do not apply"
+    )
     if cfg.speed and not failed:
         torch.set_num_threads(int(cfg.get("threads") or threads))
-        device = torch.device("cuda" if torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda") else "cpu")
+        device = torch.device(
+            "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda") else "cpu"
+        )
         batch = int(OmegaConf.select(cfg, "data.batch_size", default=None) or 32)
-        where = (f"speed at batch {batch}, {request.num_tokens or 64} tokens, width {request.dim}, {request.heads} "
-                 f"head{'s' * (request.heads != 1)}")
+        where = (
+            f"speed at batch {batch}, {request.num_tokens or 64} tokens, width {request.dim}, {request.heads} "
+            f"head{'s' * (request.heads != 1)}"
+        )
         try:
             speed = compare_with_dot(instantiate(cfg.model), request, batch, device=device, seed=cfg.seed)
         except Exception as err:  # dot cannot be built at this size, or memory runs out: the checks stand

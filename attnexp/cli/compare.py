@@ -32,20 +32,44 @@ exit status: 0 when every run compared finished, 1 when some did not, 2 for a mi
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``attnexp-compare FOLDER...``: the comparison of every run under the folders, printed and written as files."""
-    parser = argparse.ArgumentParser(prog="attnexp-compare", description=DESCRIPTION, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="attnexp-compare",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("folders", nargs="+", help="run folders or sweep folders (searched recursively)")
     parser.add_argument("--out", help="where to write the summary (default: ./comparison/<date>_<time>)")
-    parser.add_argument("--baseline", help="the configuration others are compared with, e.g. model=dot "
-                                           "(default: model=dot when present, else the first)")
-    parser.add_argument("--tune", nargs="*", default=list(DEFAULT_TUNE), help="keys tuned per configuration (default: module.optimizer.lr)")
-    parser.add_argument("--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy")
-    parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE",
-                        help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
-                             "standard error of an accuracy on the examples evaluated; 1%% of the baseline for losses)")
-    parser.add_argument("--ignore", nargs="*", default=[], metavar="KEY",
-                        help="overrides that name no configuration: runs differing only in them are seeds of one "
-                             "(e.g. trainer.max_epochs where each seed's budget was matched to the other mixer's)")
+    parser.add_argument(
+        "--baseline",
+        help="the configuration others are compared with, e.g. model=dot "
+        "(default: model=dot when present, else the first)",
+    )
+    parser.add_argument(
+        "--tune",
+        nargs="*",
+        default=list(DEFAULT_TUNE),
+        help="keys tuned per configuration (default: module.optimizer.lr)",
+    )
+    parser.add_argument(
+        "--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy"
+    )
+    parser.add_argument(
+        "--margin",
+        nargs="*",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
+        "standard error of an accuracy on the examples evaluated; 1%% of the baseline for losses)",
+    )
+    parser.add_argument(
+        "--ignore",
+        nargs="*",
+        default=[],
+        metavar="KEY",
+        help="overrides that name no configuration: runs differing only in them are seeds of one "
+        "(e.g. trainer.max_epochs where each seed's budget was matched to the other mixer's)",
+    )
     args = parser.parse_args(argv)
     try:
         margin = margins_given(args.margin)
@@ -54,12 +78,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     missing = [f for f in args.folders if not Path(f).is_dir()]
     if missing:
-        print(f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).", file=sys.stderr)
+        print(
+            f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).",
+            file=sys.stderr,
+        )
         return 2
     runs = find_runs(args.folders, args.ignore)
     if not any(r.comparable for r in runs):
         notes = " ".join(left_out_notes(runs))
-        print(f"attnexp-compare: no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}", file=sys.stderr)
+        print(
+            f"attnexp-compare: no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
@@ -82,8 +112,10 @@ def margins_given(items: Sequence[str]) -> dict[str, float]:
         except ValueError:
             found[metric] = -1.0
         if not metric or not found[metric] >= 0:
-            raise ValueError(f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. "
-                             "--margin test/acc=0.005 test/loss=0.01.")
+            raise ValueError(
+                f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. "
+                "--margin test/acc=0.005 test/loss=0.01."
+            )
     return found
 
 

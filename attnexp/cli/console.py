@@ -11,7 +11,14 @@ import sys
 import warnings
 from typing import Any, TextIO
 
-QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs", "attnexp.weights")
+QUIET_IN_SWEEPS = (
+    "pytorch_lightning",
+    "lightning_fabric",
+    "lightning",
+    "py.warnings",
+    "attnexp.epochs",
+    "attnexp.weights",
+)
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
 RANK_ZERO = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
 # Logs "Received SIGTERM" from inside its signal handler: a signal that lands while a handler is writing to the same
@@ -59,9 +66,15 @@ class BarSafeStream:
         self.stream.flush()
 
 
-def show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+def show_warning(
+    message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     """Python warnings as log records of ``py.warnings``: deprecations at INFO (train.log only), others at WARNING."""
-    level = logging.INFO if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)) else logging.WARNING
+    level = (
+        logging.INFO
+        if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning))
+        else logging.WARNING
+    )
     logging.getLogger("py.warnings").log(level, f"{category.__name__}: {message} ({filename}:{lineno})")
 
 
@@ -82,7 +95,9 @@ def configure(multirun: bool) -> None:
             logger.handlers, logger.propagate = list(files), False
         return
     for handler in root.handlers:
-        if type(handler) is logging.StreamHandler and not any(isinstance(f, LibraryInfoToFile) for f in handler.filters):
+        if type(handler) is logging.StreamHandler and not any(
+            isinstance(f, LibraryInfoToFile) for f in handler.filters
+        ):
             handler.addFilter(LibraryInfoToFile())
             if handler.stream in (sys.stderr, sys.stdout):
                 handler.setStream(BarSafeStream(handler.stream))
@@ -94,6 +109,10 @@ def model_summary(module: Any) -> str:
     from pytorch_lightning.utilities.model_summary import ModelSummary
 
     summary = ModelSummary(module, max_depth=2)
-    rows = [f"  {name:<40} {kind:<28} {count:>12,}" for name, kind, count in
-            zip(summary.layer_names, summary.layer_types, summary.param_nums)]
-    return "\n".join(["Model:", *rows, f"  {summary.total_parameters:,} parameters, {summary.trainable_parameters:,} trainable"])
+    rows = [
+        f"  {name:<40} {kind:<28} {count:>12,}"
+        for name, kind, count in zip(summary.layer_names, summary.layer_types, summary.param_nums)
+    ]
+    return "\n".join(
+        ["Model:", *rows, f"  {summary.total_parameters:,} parameters, {summary.trainable_parameters:,} trainable"]
+    )

@@ -60,9 +60,20 @@ def record_failure(cfg: DictConfig, err: BaseException, record: RunRecord) -> tu
         if multirun():
             folder, sweep = record.folder.absolute(), sweep_dir().absolute()
             folder = folder.relative_to(sweep) if folder.is_relative_to(sweep) else folder
-            refusals.note(sweep_dir(), job_key(), {"num": HydraConfig.get().job.num, "job": report.job_name(),
-                                                   "folder": str(folder), "status": status, "error": error})
-        refusals.discard(record.folder, set(record.held), sweep_dir() if multirun() else Path(cfg.paths.log_dir) / "runs")
+            refusals.note(
+                sweep_dir(),
+                job_key(),
+                {
+                    "num": HydraConfig.get().job.num,
+                    "job": report.job_name(),
+                    "folder": str(folder),
+                    "status": status,
+                    "error": error,
+                },
+            )
+        refusals.discard(
+            record.folder, set(record.held), sweep_dir() if multirun() else Path(cfg.paths.log_dir) / "runs"
+        )
         return status, False
     if ours:
         record.write(**{**found, "status": status, "error": error})
@@ -86,22 +97,37 @@ def explained(cfg: DictConfig, err: BaseException, params: Callable[[DictConfig]
 def is_out_of_memory(cause: BaseException) -> bool:
     """A failed allocation: Python's MemoryError, torch's CUDA or MPS out of memory, or its CPU allocator's refusal."""
     text = str(cause).lower()
-    return (isinstance(cause, MemoryError) or type(cause).__name__ == "OutOfMemoryError"
-            or "out of memory" in text or "can't allocate memory" in text)
+    return (
+        isinstance(cause, MemoryError)
+        or type(cause).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def out_of_memory(cfg: DictConfig, cause: BaseException, params: int | None) -> OutOfMemory:
     """The paragraph for an allocation that failed: the model's size, the batch, the device, and what to lower."""
     text = " ".join(str(cause).split())
-    device = "the GPU" if "cuda" in text.lower() or type(cause).__name__ == "OutOfMemoryError" else "the CPU (main memory)"
+    device = (
+        "the GPU" if "cuda" in text.lower() or type(cause).__name__ == "OutOfMemoryError" else "the CPU (main memory)"
+    )
     asked = re.search(r"allocate (\d+) bytes", text) or re.search(r"[Tt]ried to allocate ([\d.]+ [KMGT]iB)", text)
     size = "" if asked is None else f" {int(asked[1]) / 2**30:.2f} GiB" if asked[1].isdigit() else f" {asked[1]}"
-    model = (f"{params:,} parameters ({params * 4 / 2**30:.2f} GiB as float32; training with Adam keeps about 4 times "
-             "that)") if params else "a size that could not be counted"
+    model = (
+        (
+            f"{params:,} parameters ({params * 4 / 2**30:.2f} GiB as float32; training with Adam keeps about 4 times "
+            "that)"
+        )
+        if params
+        else "a size that could not be counted"
+    )
     batch = OmegaConf.select(cfg, "data.batch_size", default="?")
     devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-    keys = [f"{k}={OmegaConf.select(cfg, k)}" for k in ("net.dim", "net.depth", "model.heads")
-            if OmegaConf.select(cfg, k, default=None) is not None]
+    keys = [
+        f"{k}={OmegaConf.select(cfg, k)}"
+        for k in ("net.dim", "net.depth", "model.heads")
+        if OmegaConf.select(cfg, k, default=None) is not None
+    ]
     return OutOfMemory(
         f"Out of memory on {device}: an allocation of{size or ' memory'} failed. The model has {model} and trains on "
         f"batches of {batch}{f' on each of {devices} devices' if devices not in (1, '1', 'auto') else ''}"

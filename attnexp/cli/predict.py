@@ -39,8 +39,12 @@ def find_checkpoint(run: Path, checkpoint: str) -> Path:
         raise AttnexpError(
             f"No checkpoint {checkpoint!r} for run={run}: looked in {folder}. Pass the folder of a finished "
             "training run (it holds .hydra/ and checkpoints/), and checkpoint=best, last or a path to a .ckpt file."
-            + (f" The run was interrupted before an epoch ended: checkpoint={folder / 'interrupted.ckpt'} loads "
-               "its mid-epoch state." if (folder / "interrupted.ckpt").is_file() else "")
+            + (
+                f" The run was interrupted before an epoch ended: checkpoint={folder / 'interrupted.ckpt'} loads "
+                "its mid-epoch state."
+                if (folder / "interrupted.ckpt").is_file()
+                else ""
+            )
         )
     return found[-1]
 
@@ -84,7 +88,11 @@ def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
         if fall_back and intact:
             print(f"warning: {err} Predicting with {intact[0]} instead.", file=sys.stderr)
             return read_checkpoint(intact[0])
-        named = f" Intact: {', '.join(f'checkpoint={p}' for p in intact)}." if intact else " The run has no intact checkpoint."
+        named = (
+            f" Intact: {', '.join(f'checkpoint={p}' for p in intact)}."
+            if intact
+            else " The run has no intact checkpoint."
+        )
         raise DamagedCheckpoint(f"{err}{named}") from err
 
 
@@ -124,9 +132,15 @@ def predict(cfg: DictConfig) -> str:
     wanted = "prompt" if "vocab" in state else "source" if "src_vocab" in state else "image"
     if list(given) != [wanted]:
         kind = {"prompt": "a next-token run", "source": "a translation run", "image": "a captioning run"}[wanted]
-        example = {"prompt": "'prompt=\"[bos] el perro\"'", "source": "'source=\"3 de marzo de 2021\"'", "image": "image=digits.png"}[wanted]
-        raise AttnexpError(f"run={cfg.run} is {kind}: give {wanted}= and nothing else of prompt=, source=, image= "
-                           f"(got {', '.join(given) or 'none'}), e.g. {example}.")
+        example = {
+            "prompt": "'prompt=\"[bos] el perro\"'",
+            "source": "'source=\"3 de marzo de 2021\"'",
+            "image": "image=digits.png",
+        }[wanted]
+        raise AttnexpError(
+            f"run={cfg.run} is {kind}: give {wanted}= and nothing else of prompt=, source=, image= "
+            f"(got {', '.join(given) or 'none'}), e.g. {example}."
+        )
     if wanted == "prompt":
         return predict_next(cfg, net, Vocabulary.from_state(state))
     return predict_sequence(cfg, net, state)
@@ -162,12 +176,19 @@ def predict_sequence(cfg: DictConfig, net: nn.Module, state: dict[str, Any]) -> 
         from attnexp.data.captions import canvas_from_file
 
         spec = state["spec"]
-        src, shown = canvas_from_file(str(cfg.image), spec["image_height"], spec["image_width"], state["image"]), str(cfg.image)
+        src, shown = (
+            canvas_from_file(str(cfg.image), spec["image_height"], spec["image_width"], state["image"]),
+            str(cfg.image),
+        )
     vocab = Vocabulary.from_state(state["tgt_vocab"])
     ids, scores = beam_search(net, src.unsqueeze(0), cfg.beam)
     outputs = [vocab.text(row) for row in ids[0].tolist()]
     how = "greedy" if len(outputs) == 1 else f"beam search, {len(outputs)} hypotheses"
-    lines = [f"{'source' if 'src_vocab' in state else 'image'}: {shown}", f"output: {outputs[0]}", f"top {min(cfg.top_k, len(outputs))} ({how}):"]
+    lines = [
+        f"{'source' if 'src_vocab' in state else 'image'}: {shown}",
+        f"output: {outputs[0]}",
+        f"top {min(cfg.top_k, len(outputs))} ({how}):",
+    ]
     lines += [f"  {p:<9.4g} {o}" for p, o in zip(scores[0].exp().tolist()[: cfg.top_k], outputs)]
     return "\n".join(lines)
 
@@ -181,8 +202,10 @@ def encode_source(text: str, vocab: Vocabulary, length: int) -> Tensor:
 
     ids = encode_prompt(text, vocab, "source")
     if len(ids) > length:
-        raise AttnexpError(f"The source {text!r} has {len(ids)} {vocab.level} tokens; the model was built for at most "
-                           f"{length} (the longest source in its data). Shorten it.")
+        raise AttnexpError(
+            f"The source {text!r} has {len(ids)} {vocab.level} tokens; the model was built for at most "
+            f"{length} (the longest source in its data). Shorten it."
+        )
     return torch.cat([ids, torch.full((length - len(ids),), PAD_ID, dtype=torch.long)])
 
 

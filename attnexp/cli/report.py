@@ -12,11 +12,17 @@ from hydra.types import RunMode
 from attnexp.errors import explain
 from attnexp.runs import metrics_file
 
-INTERRUPTED = ("stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "
-               "command with resume=true continues from the last finished epoch.")
+INTERRUPTED = (
+    "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "
+    "command with resume=true continues from the last finished epoch."
+)
 WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
-LABELS = {metrics_file.BAD_INPUT: "Bad input", metrics_file.FAILED: "Run failed", metrics_file.DIVERGED: "Run diverged",
-          metrics_file.INTERRUPTED: "Run interrupted"}
+LABELS = {
+    metrics_file.BAD_INPUT: "Bad input",
+    metrics_file.FAILED: "Run failed",
+    metrics_file.DIVERGED: "Run diverged",
+    metrics_file.INTERRUPTED: "Run interrupted",
+}
 DIGITS = 4
 
 
@@ -45,13 +51,17 @@ def run_report(output_dir: Path) -> list[str]:
         monitor, best = found.get("monitor", "val/acc"), found.get("monitor_best")
         checkpoint = f"checkpoint of epoch {found['tested_epoch']}" if found.get("tested_epoch") else "last weights"
         chosen = f", {monitor} {best:.{DIGITS}f}" if isinstance(best, (int, float)) else ""
-        lines.append(f"Test ({checkpoint}{chosen}): " + ", ".join(f"{k} {v:.{DIGITS}f}" for k, v in sorted(tested.items())))
+        lines.append(
+            f"Test ({checkpoint}{chosen}): " + ", ".join(f"{k} {v:.{DIGITS}f}" for k, v in sorted(tested.items()))
+        )
     status = found.get("status", "?")
     if status in (metrics_file.UNTRAINED, metrics_file.UNVALIDATED):
         lines.append(f"Run {status}: {found.get('error', '')} Comparisons leave this run out.")
     folder = shown(output_dir)
-    lines.append(f"Run {status} in {found.get('wall_s', 0):.1f} s: {folder}/ holds metrics.json, checkpoints/ and train.log; "
-                 f"curves: tensorboard --logdir {shlex.quote(folder)}")
+    lines.append(
+        f"Run {status} in {found.get('wall_s', 0):.1f} s: {folder}/ holds metrics.json, checkpoints/ and train.log; "
+        f"curves: tensorboard --logdir {shlex.quote(folder)}"
+    )
     return lines
 
 

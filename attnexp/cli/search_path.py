@@ -54,8 +54,11 @@ def user_search_path() -> list[str]:
 def hidden_options(folder: Path) -> list[str]:
     """The options in a user's ``configs/`` folder that attnexp's own of the same name hide (``model/dot``)."""
     own = config_dir()
-    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")
-                  if (own / p.relative_to(folder)).is_file())
+    return sorted(
+        p.relative_to(folder).with_suffix("").as_posix()
+        for p in folder.rglob("*.yaml")
+        if (own / p.relative_to(folder)).is_file()
+    )
 
 
 def import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
@@ -83,7 +86,10 @@ class UserConfigs(SearchPathPlugin):
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         own = config_dir().resolve()
-        if not any(e.provider == "main" and Path(e.path.removeprefix("file://")).resolve() == own for e in search_path.get_path()):
+        if not any(
+            e.provider == "main" and Path(e.path.removeprefix("file://")).resolve() == own
+            for e in search_path.get_path()
+        ):
             return
         for entry in user_search_path():
             search_path.append(PROVIDER, entry)
@@ -94,7 +100,8 @@ class UserConfigs(SearchPathPlugin):
             logging.getLogger("attnexp").warning(
                 f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: "
                 "attnexp has options of these names, and its own are "
-                "used. Rename yours (e.g. configs/model/mine.yaml) to use them.")
+                "used. Rename yours (e.g. configs/model/mine.yaml) to use them."
+            )
 
 
 def register() -> None:

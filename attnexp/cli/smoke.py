@@ -52,8 +52,15 @@ def smoke_config(cfg: DictConfig, folder: str) -> Any:
     with open_dict(run):
         run.paths.output_dir = run.paths.log_dir = folder
         run.resume, run.ckpt_path = False, None
-        run.trainer.update(max_epochs=1, max_steps=-1, limit_train_batches=BATCHES, limit_val_batches=BATCHES,
-                           limit_test_batches=BATCHES, val_check_interval=None, check_val_every_n_epoch=1)
+        run.trainer.update(
+            max_epochs=1,
+            max_steps=-1,
+            limit_train_batches=BATCHES,
+            limit_val_batches=BATCHES,
+            limit_test_batches=BATCHES,
+            val_check_interval=None,
+            check_val_every_n_epoch=1,
+        )
         bar = OmegaConf.select(run, "callbacks.progress_bar")
         if bar is not None:
             bar.refresh_rate = 0  # the kit prints lines, not a bar
@@ -66,10 +73,12 @@ def what_ran(folder: Path, seconds: float) -> str:
     checkpoints = len(list((folder / "checkpoints").glob("*.ckpt")))
     telemetry = sum(k.startswith("attn/") for k in record)
     figures = figure_tags(folder)
-    return (f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
-            f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, "
-            f"{counted(telemetry, 'telemetry value')}, "
-            f"{counted(len(figures), 'figure')} ({seconds:.1f} s)")
+    return (
+        f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
+        f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, "
+        f"{counted(telemetry, 'telemetry value')}, "
+        f"{counted(len(figures), 'figure')} ({seconds:.1f} s)"
+    )
 
 
 def counted(n: int, thing: str) -> str:
@@ -83,7 +92,11 @@ def figure_tags(folder: Path) -> set[str]:
     tags: set[str] = set()
     for path in folder.glob("events.out.tfevents.*"):
         for event in EventFileLoader(str(path)).Load():
-            tags.update(v.tag for v in event.summary.value if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image"))
+            tags.update(
+                v.tag
+                for v in event.summary.value
+                if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image")
+            )
     return tags
 
 

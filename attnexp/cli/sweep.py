@@ -44,7 +44,11 @@ class SweepCallback(Callback):
         # hand them the folder chosen here (a new one, or the resumed one) and the keys to leave out of
         # their folder names as literal overrides.
         folder = str(config.hydra.sweep.dir)
-        exclude = list(dict.fromkeys([*config.hydra.job.config.override_dirname.exclude_keys, *fixed_keys(list(config.hydra.overrides.task))]))
+        exclude = list(
+            dict.fromkeys(
+                [*config.hydra.job.config.override_dirname.exclude_keys, *fixed_keys(list(config.hydra.overrides.task))]
+            )
+        )
         self.jobs = check_distinct_folders(config, exclude)
         launcher = OmegaConf.to_container(config.hydra.launcher, resolve=False)
         submitit = str(launcher.get("submitit_folder", "")) if isinstance(launcher, dict) else ""
@@ -67,14 +71,24 @@ class SweepCallback(Callback):
             report_stop(sweep_dir, runs, self.jobs)
         if not runs and not refused:
             return
-        failed = [f"{r.folder.relative_to(sweep_dir)} ({r.metrics['status'].replace('_', ' ')})" for r in runs
-                  if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)]
+        failed = [
+            f"{r.folder.relative_to(sweep_dir)} ({r.metrics['status'].replace('_', ' ')})"
+            for r in runs
+            if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)
+        ]
         failed += [f"{r['folder']} (bad input, no folder kept)" for r in refused]
-        notes = [f"Left out: job {r['job']} (bad input: {str(r['error']).splitlines()[0][:200].rstrip('.')}); "
-                 "no run folder was kept." for r in refused]
+        notes = [
+            f"Left out: job {r['job']} (bad input: {str(r['error']).splitlines()[0][:200].rstrip('.')}); "
+            "no run folder was kept."
+            for r in refused
+        ]
         if any(r.comparable for r in runs):
             options = config.get("compare") or {}
-            settings = (list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or []), dict(options.get("margin") or {}))
+            settings = (
+                list(options.get("tune") or DEFAULT_TUNE),
+                list(options.get("columns") or []),
+                dict(options.get("margin") or {}),
+            )
             result = None
             try:
                 result = compare(runs, options.get("baseline"), *settings)
@@ -113,9 +127,11 @@ def report_stop(sweep_dir: Path, runs: list[Run], jobs: int | None) -> None:
         counts[run.metrics["status"]] = counts.get(run.metrics["status"], 0) + 1
     done = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items())) or "no job started"
     skipped = f", {jobs - len(runs)} not started" if jobs is not None and jobs > len(runs) else ""
-    log.error(f"Sweep stopped by {signal_name()}: {done}{skipped}. Interrupted jobs saved checkpoints/interrupted.ckpt. "
-              f"The same command with resume=true continues the sweep in {sweep_dir}: finished jobs are skipped, the "
-              "others continue from their last finished epoch (or start).")
+    log.error(
+        f"Sweep stopped by {signal_name()}: {done}{skipped}. Interrupted jobs saved checkpoints/interrupted.ckpt. "
+        f"The same command with resume=true continues the sweep in {sweep_dir}: finished jobs are skipped, the "
+        "others continue from their last finished epoch (or start)."
+    )
     sys.exit(EXIT_CODES["interrupted"])
 
 

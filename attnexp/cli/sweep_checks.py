@@ -31,13 +31,17 @@ def check_launcher(config: DictConfig) -> None:
     if target.endswith("JoblibLauncher"):
         n_jobs = launcher.get("n_jobs")
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
-            refuse(f"hydra.launcher.n_jobs={n_jobs!r} is not allowed: it is how many sweep jobs run at once, a positive "
-                   f"integer (the default here is {sweep_jobs()}, one per core), or -1 for one per core. "
-                   "E.g. hydra.launcher.n_jobs=2, or hydra/launcher=basic to run the jobs one after the other.")
+            refuse(
+                f"hydra.launcher.n_jobs={n_jobs!r} is not allowed: it is how many sweep jobs run at once, a positive "
+                f"integer (the default here is {sweep_jobs()}, one per core), or -1 for one per core. "
+                "E.g. hydra.launcher.n_jobs=2, or hydra/launcher=basic to run the jobs one after the other."
+            )
     elif target.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
-        refuse("hydra/launcher=slurm submits each job to a SLURM cluster with sbatch, which is not on this machine's "
-               "PATH. Run the sweep on the cluster's login node, or here without hydra/launcher=slurm (jobs in "
-               "parallel, one per core) or with hydra/launcher=basic (one after the other).")
+        refuse(
+            "hydra/launcher=slurm submits each job to a SLURM cluster with sbatch, which is not on this machine's "
+            "PATH. Run the sweep on the cluster's login node, or here without hydra/launcher=slurm (jobs in "
+            "parallel, one per core) or with hydra/launcher=basic (one after the other)."
+        )
 
 
 def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None:
@@ -49,8 +53,13 @@ def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(list(config.hydra.overrides.task))
     try:  # the basic sweeper's jobs: every combination of the values, in order
-        values = [[f"{o.get_key_element()}={v}" for v in (o.sweep_string_iterator() if o.is_sweep_override()
-                   else [o.get_value_element_as_str()])] for o in parsed]
+        values = [
+            [
+                f"{o.get_key_element()}={v}"
+                for v in (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])
+            ]
+            for o in parsed
+        ]
     except Exception:  # a range or glob only the sweeper expands: not checked here
         return None
     jobs = list(itertools.product(*values))
@@ -61,7 +70,9 @@ def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None
     shared = {folder: nums for folder, nums in folders.items() if len(nums) > 1}
     if shared:
         listed = "; ".join(f"jobs {', '.join(f'#{n}' for n in nums)} into {folder}" for folder, nums in shared.items())
-        refuse(f"This sweep would run several jobs into one folder ({listed}): their curves, checkpoints and records "
-               "would mix, and the summary would count them once. A value is listed twice, or two values differ only "
-               "by '/' and '_' (job folders write '/' as '_'). List each value once.")
+        refuse(
+            f"This sweep would run several jobs into one folder ({listed}): their curves, checkpoints and records "
+            "would mix, and the summary would count them once. A value is listed twice, or two values differ only "
+            "by '/' and '_' (job folders write '/' as '_'). List each value once."
+        )
     return len(jobs)

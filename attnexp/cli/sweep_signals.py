@@ -40,9 +40,11 @@ class SweepStop(stop_request.StopOnSignal):
 
     def __call__(self, signum: int, frame: Any) -> None:
         if stop_request.requested():
-            say("\nStopping at once: the jobs that were running are killed; their metrics.json stays at running "
+            say(
+                "\nStopping at once: the jobs that were running are killed; their metrics.json stays at running "
                 "(reported as abandoned). The same command with resume=true continues them from their last "
-                "finished epoch.")
+                "finished epoch."
+            )
             for worker in workers():
                 worker.kill()
         super().__call__(signum, frame)
@@ -51,8 +53,10 @@ class SweepStop(stop_request.StopOnSignal):
 def forward(signum: int) -> None:
     """Pass the stop request on to every worker, and say what happens now."""
     name = signal.Signals(signum).name
-    say(f"\n{name}: stopping the sweep. Each running job stops at its next batch boundary and saves "
-        "checkpoints/interrupted.ckpt; jobs not started yet are skipped. Another Ctrl-C or SIGTERM stops at once.")
+    say(
+        f"\n{name}: stopping the sweep. Each running job stops at its next batch boundary and saves "
+        "checkpoints/interrupted.ckpt; jobs not started yet are skipped. Another Ctrl-C or SIGTERM stops at once."
+    )
     for worker in workers():
         with contextlib.suppress(ProcessLookupError, TypeError):  # ended meanwhile (no pid once reaped)
             os.kill(worker.pid, signum)  # type: ignore[arg-type]

@@ -26,9 +26,11 @@ from attnexp.errors import AttnexpError
 log = logging.getLogger("attnexp")
 # attnexp and the libraries its own configs name: found, not imported (importing torch here would slow every start)
 LOOKED_UP = {"attnexp", "torch", "pytorch_lightning", "lightning", "torchmetrics", "torchvision", "optuna"}
-RECIPE = ("Give the mixer a name of its own: write configs/model/NAME.yaml in the folder you run attnexp from, holding "
-          "'_target_: {target}' and '_partial_: true' (and its options), then run attnexp model=NAME; the README's "
-          "section 'Your own mixer' shows it end to end.")
+RECIPE = (
+    "Give the mixer a name of its own: write configs/model/NAME.yaml in the folder you run attnexp from, holding "
+    "'_target_: {target}' and '_partial_: true' (and its options), then run attnexp model=NAME; the README's "
+    "section 'Your own mixer' shows it end to end."
+)
 
 
 def targets(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
@@ -59,10 +61,12 @@ def explain_target(where: str, target: str, folders: list[Path]) -> str | None:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        return (f"{where}._target_ names {target}, but Python finds no module {top!r}. It looked in: {searched(folders)}. "
-                f"Put {top}.py (or the package {top}/) beside the configs/ folder you run attnexp from (that folder is "
-                f"importable), install the package that provides it (pip install ...), or add its folder to PYTHONPATH. "
-                "Nothing was run or written.")
+        return (
+            f"{where}._target_ names {target}, but Python finds no module {top!r}. It looked in: {searched(folders)}. "
+            f"Put {top}.py (or the package {top}/) beside the configs/ folder you run attnexp from (that folder is "
+            f"importable), install the package that provides it (pip install ...), or add its folder to PYTHONPATH. "
+            "Nothing was run or written."
+        )
     if top in LOOKED_UP:
         return None
     origin = f"{top} ({spec.origin})" if spec.origin else top  # the file, for the message
@@ -72,13 +76,17 @@ def explain_target(where: str, target: str, folders: list[Path]) -> str | None:
             if not hasattr(obj, part):  # a submodule not imported yet, or a name the module lacks
                 if not hasattr(obj, "__path__") or importlib.util.find_spec(f"{obj.__name__}.{part}") is None:
                     module = origin if obj.__name__ == top else obj.__name__
-                    return (f"{where}._target_ names {target}, but {module} has no {part!r}. Fix the _target_ or the "
-                            "module. Nothing was run or written.")
+                    return (
+                        f"{where}._target_ names {target}, but {module} has no {part!r}. Fix the _target_ or the "
+                        "module. Nothing was run or written."
+                    )
                 importlib.import_module(f"{obj.__name__}.{part}")
             obj = getattr(obj, part)
     except Exception as err:  # the module is there, but importing it fails
-        return (f"{where}._target_ names {target}, found in {origin}, but importing it failed: {type(err).__name__}: "
-                f"{' '.join(str(err).split())}. Fix the module, or install what it imports. Nothing was run or written.")
+        return (
+            f"{where}._target_ names {target}, found in {origin}, but importing it failed: {type(err).__name__}: "
+            f"{' '.join(str(err).split())}. Fix the module, or install what it imports. Nothing was run or written."
+        )
     return None
 
 
@@ -89,12 +97,16 @@ def check_targets(cfg: DictConfig, searchpath: list[str], overrides: list[str]) 
     for override in map(str, overrides):
         key, _, value = override.lstrip("+~").partition("=")
         if key == "model._target_":
-            raise AttnexpError(f"{override} is refused: it would run that class under the name of the model option "
-                               "(model=dot unless set), so its run folder, metrics.json, HParams and every summary would "
-                               "call it by that name, and a comparison with dot could compare dot with dot by name. "
-                               + RECIPE.format(target=value or "your.module.Class"))
+            raise AttnexpError(
+                f"{override} is refused: it would run that class under the name of the model option "
+                "(model=dot unless set), so its run folder, metrics.json, HParams and every summary would "
+                "call it by that name, and a comparison with dot could compare dot with dot by name. "
+                + RECIPE.format(target=value or "your.module.Class")
+            )
     plain = OmegaConf.to_container(cfg, resolve=False)
-    for where, target in targets({k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain):
+    for where, target in targets(
+        {k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain
+    ):
         reason = explain_target(where, target, folders)
         if reason:
             raise AttnexpError(reason)

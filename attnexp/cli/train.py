@@ -83,8 +83,11 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
             log.info(f"{output_dir} already finished (metrics.json status ok): skipped.")
             return found
         ckpt_path, resumed = last or ckpt_path, last is not None
-        fresh = "Nothing to resume: starting fresh." if found or is_multirun() else fresh_start(
-            Path(cfg.paths.log_dir) / "runs", record.settings.config)
+        fresh = (
+            "Nothing to resume: starting fresh."
+            if found or is_multirun()
+            else fresh_start(Path(cfg.paths.log_dir) / "runs", record.settings.config)
+        )
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else fresh)
     else:
         check_new_folder(output_dir)
@@ -123,7 +126,9 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     callbacks.append(DeferredInterrupt())
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     quiet = {"enable_progress_bar": False} if multirun else {}
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, enable_model_summary=False, **quiet)
+    trainer: pl.Trainer = instantiate(
+        cfg.trainer, callbacks=callbacks, logger=logger, enable_model_summary=False, **quiet
+    )
     logging.getLogger("pytorch_lightning").info(console.model_summary(module))  # train.log only
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -153,7 +158,7 @@ def main(cfg: DictConfig) -> Any:
     record = RunRecord.open(output_dir, run_settings(cfg))
     try:
         metrics = train(cfg, record)
-        for line in (report.result_line(output_dir) if multirun else report.run_report(output_dir)):
+        for line in report.result_line(output_dir) if multirun else report.run_report(output_dir):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
         return metrics.get(cfg.get("optimized_metric") or "val/acc_best")
     except BaseException as err:

@@ -14,12 +14,37 @@ from omegaconf import OmegaConf
 from attnexp.errors import AttnexpError
 
 # Hydra's flags that take a value (``--cfg job``); any other argument without '=' is no override
-FLAGS_WITH_VALUE = {"-c", "--cfg", "-p", "--package", "-cn", "--config-name", "-cp", "--config-path", "-cd",
-                    "--config-dir", "--experimental-rerun", "--shell-completion"}
+FLAGS_WITH_VALUE = {
+    "-c",
+    "--cfg",
+    "-p",
+    "--package",
+    "-cn",
+    "--config-name",
+    "-cp",
+    "--config-path",
+    "-cd",
+    "--config-dir",
+    "--experimental-rerun",
+    "--shell-completion",
+}
 TYPO = 0.9  # a key this near to one of the config's (difflib's ratio) is a typo of it, not a new argument
 INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
-NOT_COMPOSED = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "-h", "--help", "--hydra-help",
-                "--version", "--shell-completion", "-sc", "--experimental-rerun"}
+NOT_COMPOSED = {
+    "-cn",
+    "--config-name",
+    "-cp",
+    "--config-path",
+    "-cd",
+    "--config-dir",
+    "-h",
+    "--help",
+    "--hydra-help",
+    "--version",
+    "--shell-completion",
+    "-sc",
+    "--experimental-rerun",
+}
 
 
 def overrides_and_words(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -47,14 +72,22 @@ def check_words(args: Sequence[str]) -> None:
         return
     stray = f"{', '.join(repr(w) for w in words)} {'is' if len(words) == 1 else 'are'} not an override (key=value)"
     if broken and words:
-        what, fix = f"'{broken[0]} {' '.join(words)}' is one list split by a space", f"write {broken[0]}{','.join(words)}"
+        what, fix = (
+            f"'{broken[0]} {' '.join(words)}' is one list split by a space",
+            f"write {broken[0]}{','.join(words)}",
+        )
     elif broken:
-        what, fix = f"'{broken[0]}' ends with a comma", f"write {broken[0].rstrip(',')}, or list every value: {broken[0]}VALUE"
+        what, fix = (
+            f"'{broken[0]}' ends with a comma",
+            f"write {broken[0].rstrip(',')}, or list every value: {broken[0]}VALUE",
+        )
     else:
         what, fix = stray, "write each as key=value (a list of values: model=dot,euclid)"
-    raise AttnexpError(f"The command line cannot be read: {what}. A list of values is one argument without spaces "
-                       f"(a shell splits 'model=dot, euclid' at the space): {fix}. Every other argument is key=value "
-                       "or a flag (attnexp --help). Nothing was run or written.")
+    raise AttnexpError(
+        f"The command line cannot be read: {what}. A list of values is one argument without spaces "
+        f"(a shell splits 'model=dot, euclid' at the space): {fix}. Every other argument is key=value "
+        "or a flag (attnexp --help). Nothing was run or written."
+    )
 
 
 def flat_keys(node: Any, where: str = "") -> Iterator[str]:
@@ -123,12 +156,20 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
             if group in groups and len(values) > 1:
                 for value in values[1:]:
                     try:
-                        compose(config_name, overrides=[*[b for b in base if not b.lstrip("+~").startswith(f"{group}=")],
-                                                        f"{group}={value}"], return_hydra_config=True)
+                        compose(
+                            config_name,
+                            overrides=[
+                                *[b for b in base if not b.lstrip("+~").startswith(f"{group}=")],
+                                f"{group}={value}",
+                            ],
+                            return_hydra_config=True,
+                        )
                     except MissingConfigException as err:
                         raise AttnexpError(missing_option(err, overrides)) from None
                     except HydraException as err:
-                        raise AttnexpError(lacking(err, parsed, groups, f"{group}={value}", compose, config_name)) from None
+                        raise AttnexpError(
+                            lacking(err, parsed, groups, f"{group}={value}", compose, config_name)
+                        ) from None
     return cfg
 
 
@@ -137,11 +178,18 @@ def check_sweep_mode(args: Sequence[str], parsed: Sequence[Any], cfg: Any) -> No
     MULTIRUN``, which ``--cfg`` and ``--info`` do not follow), say so."""
     swept = [o.input_line for o in parsed if o.is_sweep_override()]
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN" and not flags & {"-c", "--cfg", "-i", "--info"}
+    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN" and not flags & {
+        "-c",
+        "--cfg",
+        "-i",
+        "--info",
+    }
     if not swept or flags & {"-m", "--multirun"} or configured:
         return
-    raise AttnexpError(f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to "
-                       "run them, or give one value (a list as one value is written key=[a,b]). Nothing was run or written.")
+    raise AttnexpError(
+        f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to "
+        "run them, or give one value (a list as one value is written key=[a,b]). Nothing was run or written."
+    )
 
 
 def missing_option(err: Any, overrides: Sequence[str]) -> str:
@@ -154,12 +202,20 @@ def missing_option(err: Any, overrides: Sequence[str]) -> str:
         return f"The config cannot be composed: {' '.join(str(err).split())}. Nothing was run or written."
     close = near(option, options)
     guess = f" Did you mean {group}={close[0]}?" if close else ""
-    own = f" An option of your own is configs/{group}/{option}.yaml in the folder you run attnexp from." if not group.startswith("hydra") else ""
-    return (f"{given} names no option of the config group {group}: its options are {', '.join(options)}.{guess}{own} "
-            "Nothing was run or written.")
+    own = (
+        f" An option of your own is configs/{group}/{option}.yaml in the folder you run attnexp from."
+        if not group.startswith("hydra")
+        else ""
+    )
+    return (
+        f"{given} names no option of the config group {group}: its options are {', '.join(options)}.{guess}{own} "
+        "Nothing was run or written."
+    )
 
 
-def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[str]], compose: Any, config_name: str) -> str | None:
+def missing_key(
+    err: Exception, parsed: Sequence[Any], values: dict[str, list[str]], compose: Any, config_name: str
+) -> str | None:
     """A key the config does not have: the nearest keys of the composed config (and group names); ``+key=...`` only
     where the key is an argument of the class its node builds (a Trainer argument the config does not list). None
     where the key is one of another option a sweep takes."""
@@ -167,8 +223,12 @@ def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[st
     try:
         groups = set(compose(config_name, overrides=[], return_hydra_config=True).hydra.runtime.choices)
         chosen = [(o, v) for o, v in zip(parsed, values.values()) if o.get_key_element() in groups and v]
-        plain = OmegaConf.to_container(compose(config_name, overrides=[f"{o.get_key_element()}={v[0]}" for o, v in chosen],
-                                               return_hydra_config=True), resolve=False)
+        plain = OmegaConf.to_container(
+            compose(
+                config_name, overrides=[f"{o.get_key_element()}={v[0]}" for o, v in chosen], return_hydra_config=True
+            ),
+            resolve=False,
+        )
     except Exception:
         return f"The config cannot be composed: {text}. Nothing was run or written."
     keys = list(flat_keys(plain))
@@ -177,46 +237,73 @@ def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[st
         key, value = raw.lstrip("+~"), override.input_line.split("=", 1)[-1]
         exists = node_at(plain, key) is not MISSING_KEY
         if raw.startswith("+") and not raw.startswith("++") and exists and "already" in text:
-            return (f"{override.input_line} adds the key {key}, which the config already has: set it without '+' "
-                    f"({key}={value}). Nothing was run or written.")
+            return (
+                f"{override.input_line} adds the key {key}, which the config already has: set it without '+' "
+                f"({key}={value}). Nothing was run or written."
+            )
         if exists or raw.startswith("+") or key in groups:
             continue
         elsewhere = other_options_with(key, chosen, compose, config_name)
         if elsewhere:
-            return (f"{override.input_line} sets {key}, a key of {' and '.join(elsewhere)} only: every job of the sweep "
-                    "gets it, and the others cannot take it. Sweep the options that take it on their own. Nothing was "
-                    "run or written.")
+            return (
+                f"{override.input_line} sets {key}, a key of {' and '.join(elsewhere)} only: every job of the sweep "
+                "gets it, and the others cannot take it. Sweep the options that take it on their own. Nothing was "
+                "run or written."
+            )
         parent, _, leaf = key.rpartition(".")
         same_leaf = [k for k in keys if k.rpartition(".")[2] == leaf]  # a key of that name elsewhere: model.heads
         close = near(key, same_leaf) or near(key, [*keys, *groups])
         typo = bool(close) and difflib.SequenceMatcher(None, key, close[0]).ratio() >= TYPO
         takes = None if typo else argument_of(node_at(plain, parent), leaf)  # imports the class: only where needed
         if takes:
-            return (f"{override.input_line} sets {key}, which the config does not list; {takes} takes {leaf}: add it "
-                    f"with +{key}={value}. Nothing was run or written.")
-        hint = (f"Did you mean {close[0]}?" if close else
-                f"The keys of {parent or 'the top level'} are: {', '.join(child_keys(plain, parent))}.")
+            return (
+                f"{override.input_line} sets {key}, which the config does not list; {takes} takes {leaf}: add it "
+                f"with +{key}={value}. Nothing was run or written."
+            )
+        hint = (
+            f"Did you mean {close[0]}?"
+            if close
+            else f"The keys of {parent or 'the top level'} are: {', '.join(child_keys(plain, parent))}."
+        )
         verb = "deletes" if raw.startswith("~") else "sets"
-        return (f"{override.input_line} {verb} {key}, which is not a key of the composed config. {hint} Every key: "
-                "attnexp --cfg job (with your options). Nothing was run or written.")
+        return (
+            f"{override.input_line} {verb} {key}, which is not a key of the composed config. {hint} Every key: "
+            "attnexp --cfg job (with your options). Nothing was run or written."
+        )
     return f"The config cannot be composed: {text}. Nothing was run or written."
 
 
-def lacking(err: Exception, parsed: Sequence[Any], groups: set[str], option: str, compose: Any, config_name: str) -> str:
+def lacking(
+    err: Exception, parsed: Sequence[Any], groups: set[str], option: str, compose: Any, config_name: str
+) -> str:
     """A sweep whose key override one of its swept options (``option``: ``model=dot``) does not have."""
     group = option.split("=", 1)[0]
     chosen = [o.input_line for o in parsed if o.get_key_element() in groups and o.get_key_element() != group]
     try:
-        plain = OmegaConf.to_container(compose(config_name, overrides=[*chosen, option], return_hydra_config=True), resolve=False)
+        plain = OmegaConf.to_container(
+            compose(config_name, overrides=[*chosen, option], return_hydra_config=True), resolve=False
+        )
     except Exception:
         plain = {}
-    key = next((o.get_key_element() for o in parsed if o.get_key_element() not in groups and not o.get_key_element().startswith("+")
-                and node_at(plain, o.get_key_element().lstrip("~")) is MISSING_KEY), None)
+    key = next(
+        (
+            o.get_key_element()
+            for o in parsed
+            if o.get_key_element() not in groups
+            and not o.get_key_element().startswith("+")
+            and node_at(plain, o.get_key_element().lstrip("~")) is MISSING_KEY
+        ),
+        None,
+    )
     if key is None:
-        return (f"The config of the sweep's jobs with {option} cannot be composed: {' '.join(str(err).split())}. "
-                "Nothing was run or written.")
-    return (f"{key} is not a key of {option}: every job of the sweep gets it, and the jobs of {option} cannot take it. "
-            "Sweep the options that take it on their own. Nothing was run or written.")
+        return (
+            f"The config of the sweep's jobs with {option} cannot be composed: {' '.join(str(err).split())}. "
+            "Nothing was run or written."
+        )
+    return (
+        f"{key} is not a key of {option}: every job of the sweep gets it, and the jobs of {option} cannot take it. "
+        "Sweep the options that take it on their own. Nothing was run or written."
+    )
 
 
 def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], compose: Any, config_name: str) -> list[str]:
@@ -227,8 +314,11 @@ def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], compos
         group = override.get_key_element()
         for value in values[1:]:
             try:
-                cfg = compose(config_name, overrides=[*(b for b in base if not b.startswith(f"{group}=")), f"{group}={value}"],
-                              return_hydra_config=True)
+                cfg = compose(
+                    config_name,
+                    overrides=[*(b for b in base if not b.startswith(f"{group}=")), f"{group}={value}"],
+                    return_hydra_config=True,
+                )
             except Exception:
                 continue
             if node_at(OmegaConf.to_container(cfg, resolve=False), key) is not MISSING_KEY:

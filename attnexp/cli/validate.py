@@ -22,12 +22,21 @@ CONSTRUCTED = ("net", "data", "module")  # groups whose objects check their own 
 CONFIG_RULES = {
     "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
     "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for torch's default", "1"),
-    "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: no limit, use trainer.max_steps)", "5"),
+    "trainer.max_epochs": Rule(
+        int, lambda v: v > 0 or v == -1, "a positive integer (-1: no limit, use trainer.max_steps)", "5"
+    ),
     "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
     "module.optimizer.lr": Rule(float, lambda v: v > 0, "a positive number such as 3e-3", "3e-3"),
-    "trainer.accumulate_grad_batches": Rule(int, lambda v: v > 0, "a positive integer (batches whose gradients add up to one optimizer step)", "4"),
+    "trainer.accumulate_grad_batches": Rule(
+        int, lambda v: v > 0, "a positive integer (batches whose gradients add up to one optimizer step)", "4"
+    ),
     "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
-    "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' (the gradients' total norm) or 'value' (each element), or null for norm", "norm"),
+    "trainer.gradient_clip_algorithm": Rule(
+        str,
+        lambda v: v in ("norm", "value"),
+        "'norm' (the gradients' total norm) or 'value' (each element), or null for norm",
+        "norm",
+    ),
 }
 
 

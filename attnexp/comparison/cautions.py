@@ -16,20 +16,31 @@ def cautions(rows: list[Row], base: Row | None) -> list[str]:
     by_config = {r.config: r for r in rows}
     for row in rows:
         own = by_config.get(row.baseline, base)
-        if own is not None and own.params and row.params and abs(row.params - own.params) > PARAMS_TOLERANCE * own.params:
-            found.append(f"{row.config} has {row.params:,} parameters, {row.params / own.params:.2f}x the baseline's "
-                         f"{own.params:,}: a difference may come from size, not from the mechanism.")
+        if (
+            own is not None
+            and own.params
+            and row.params
+            and abs(row.params - own.params) > PARAMS_TOLERANCE * own.params
+        ):
+            found.append(
+                f"{row.config} has {row.params:,} parameters, {row.params / own.params:.2f}x the baseline's "
+                f"{own.params:,}: a difference may come from size, not from the mechanism."
+            )
     for row in rows:
         for run in row.ok:
             if at_chance(run):
-                found.append(f"{row.config} seed {run.seed} stayed at chance: best val/acc {best_acc(run):.4f}, chance "
-                             f"{chance(run):.4f}; it learnt nothing (learning rate, epochs?).")
+                found.append(
+                    f"{row.config} seed {run.seed} stayed at chance: best val/acc {best_acc(run):.4f}, chance "
+                    f"{chance(run):.4f}; it learnt nothing (learning rate, epochs?)."
+                )
     for row in rows:
         improving = [r.seed for r in row.ok if r.metrics.get("still_improving") is True]
         if improving:
             monitor = row.ok[0].metrics.get("monitor", "the checkpoint metric")
-            found.append(f"{row.config}: {len(improving)} of {len(row.ok)} runs (seed {', '.join(improving)}) were still "
-                         f"improving at their last epoch ({monitor} best there, and more than its margin above the best "
-                         "before the last quarter of the epochs): the budget ended before they did, and a longer one "
-                         "may change the verdicts that rest on them.")
+            found.append(
+                f"{row.config}: {len(improving)} of {len(row.ok)} runs (seed {', '.join(improving)}) were still "
+                f"improving at their last epoch ({monitor} best there, and more than its margin above the best "
+                "before the last quarter of the epochs): the budget ended before they did, and a longer one "
+                "may change the verdicts that rest on them."
+            )
     return found

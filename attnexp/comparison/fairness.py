@@ -76,8 +76,11 @@ def unequal_grid(row: Row, against: Row) -> str | None:
     keys = [k for k in {**row.grid, **against.grid} if row.grid.get(k) != against.grid.get(k)]
     if not keys:
         return None
-    said = "; ".join(f"{against.config} tuned over {{{', '.join(against.grid.get(k, ()))}}}, {row.config} over "
-                     f"{{{', '.join(row.grid.get(k, ()))}}}" for k in keys)
+    said = "; ".join(
+        f"{against.config} tuned over {{{', '.join(against.grid.get(k, ()))}}}, {row.config} over "
+        f"{{{', '.join(row.grid.get(k, ()))}}}"
+        for k in keys
+    )
     fixes = []
     for side, other in ((against, row), (row, against)):
         for key in keys:

@@ -31,8 +31,10 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
     ours = set((out / MANIFEST).read_text().split()) if (out / MANIFEST).is_file() else set()
     foreign = [n for n in names if (out / n).exists() and n not in ours]
     if foreign:
-        raise OverwriteError(f"{out} already holds {', '.join(foreign)}, which no comparison wrote; nothing was written. "
-                             "Choose another folder with --out.")
+        raise OverwriteError(
+            f"{out} already holds {', '.join(foreign)}, which no comparison wrote; nothing was written. "
+            "Choose another folder with --out."
+        )
     (out / MANIFEST).write_text("\n".join(sorted(ours | set(names))) + "\n")
     (out / "summary.md").write_text(markdown(c))
     write_summary_csv(c, out / "summary.csv")
@@ -56,7 +58,11 @@ def profiled(c: Comparison) -> bool:
 
 
 def plot_names(c: Comparison) -> list[str]:
-    names = [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"] if c.rows else []
+    names = (
+        [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
+        if c.rows
+        else []
+    )
     names += [knob_file(c, key) for key in suite.knobs(c.runs, c.tune)]
     names += [search_file(key) for key in c.search.keys] if c.search else []
     return names + (["data.csv"] if c.suite else []) + ([PROFILE] if profiled(c) else [])
@@ -73,40 +79,113 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
     """One row per configuration (and per tuned configuration, marked in ``table``)."""
     fields = ["table", "config", "tuned", "tuned_over", "n", "runs"]
     for m in c.metrics:
-        fields += [f"{m} {k}" for k in ("mean", "std", "ci_low", "ci_high", "missing", "diff", "diff_low", "diff_high", "test",
-                                         "unpaired", "p", "p_adjusted", "margin", "p_equivalent", "p_equivalent_adjusted",
-                                         "seeds_to_decide", "verdict")]
+        fields += [
+            f"{m} {k}"
+            for k in (
+                "mean",
+                "std",
+                "ci_low",
+                "ci_high",
+                "missing",
+                "diff",
+                "diff_low",
+                "diff_high",
+                "test",
+                "unpaired",
+                "p",
+                "p_adjusted",
+                "margin",
+                "p_equivalent",
+                "p_equivalent_adjusted",
+                "seeds_to_decide",
+                "verdict",
+            )
+        ]
     fields += ["params", "seconds_per_epoch", "parallel_jobs", "still_improving", "status"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for table, rows in (("all", c.rows), ("tuned", c.tuned)):
             for row in rows:
-                out = {"table": table, "config": row.config, "tuned": row.tuned, "tuned_over": grid_note(row), "n": len(row.ok),
-                       "runs": len(row.runs), "params": row.params, "seconds_per_epoch": row.mean_of("seconds_per_epoch"),
-                       "parallel_jobs": max((int(r.metrics.get("parallel_jobs") or 1) for r in row.ok), default=1),
-                       "still_improving": still_improving(row), "status": row.status}
+                out = {
+                    "table": table,
+                    "config": row.config,
+                    "tuned": row.tuned,
+                    "tuned_over": grid_note(row),
+                    "n": len(row.ok),
+                    "runs": len(row.runs),
+                    "params": row.params,
+                    "seconds_per_epoch": row.mean_of("seconds_per_epoch"),
+                    "parallel_jobs": max((int(r.metrics.get("parallel_jobs") or 1) for r in row.ok), default=1),
+                    "still_improving": still_improving(row),
+                    "status": row.status,
+                }
                 for m in c.metrics:
                     s, d = row.spreads[m], row.diffs.get(m)
-                    out.update({f"{m} mean": s.mean, f"{m} std": s.std, f"{m} ci_low": s.low, f"{m} ci_high": s.high,
-                                f"{m} missing": " ".join(f"{k}:{v}" for k, v in row.missing.get(m, {}).items())})
+                    out.update(
+                        {
+                            f"{m} mean": s.mean,
+                            f"{m} std": s.std,
+                            f"{m} ci_low": s.low,
+                            f"{m} ci_high": s.high,
+                            f"{m} missing": " ".join(f"{k}:{v}" for k, v in row.missing.get(m, {}).items()),
+                        }
+                    )
                     if d is not None:
-                        out.update({f"{m} diff": d.mean, f"{m} diff_low": d.low, f"{m} diff_high": d.high, f"{m} test": d.test,
-                                    f"{m} unpaired": " ".join(d.unpaired), f"{m} p": d.p, f"{m} p_adjusted": d.p_adjusted,
-                                    f"{m} margin": d.margin, f"{m} p_equivalent": d.p_equivalent,
-                                    f"{m} p_equivalent_adjusted": d.p_equivalent_adjusted, f"{m} seeds_to_decide": d.seeds,
-                                    f"{m} verdict": row.verdicts[m]})
+                        out.update(
+                            {
+                                f"{m} diff": d.mean,
+                                f"{m} diff_low": d.low,
+                                f"{m} diff_high": d.high,
+                                f"{m} test": d.test,
+                                f"{m} unpaired": " ".join(d.unpaired),
+                                f"{m} p": d.p,
+                                f"{m} p_adjusted": d.p_adjusted,
+                                f"{m} margin": d.margin,
+                                f"{m} p_equivalent": d.p_equivalent,
+                                f"{m} p_equivalent_adjusted": d.p_equivalent_adjusted,
+                                f"{m} seeds_to_decide": d.seeds,
+                                f"{m} verdict": row.verdicts[m],
+                            }
+                        )
                 writer.writerow(out)
 
 
 def write_runs_csv(runs: list[Run], path: Path) -> None:
     """One row per run: its configuration, seed, folder, status and every final metric of its metrics.json."""
-    metrics = sorted({k for r in runs for k in metrics_file.final_metrics({k: v for k, v in r.metrics.items() if isinstance(v, (int, float))})})
-    fields = ["config", "seed", "folder", "status", "mixer", "data", "path", "params", "epochs", "seconds_per_epoch",
-              "parallel_jobs", "still_improving", "fingerprint", *metrics]
+    metrics = sorted(
+        {
+            k
+            for r in runs
+            for k in metrics_file.final_metrics({k: v for k, v in r.metrics.items() if isinstance(v, (int, float))})
+        }
+    )
+    fields = [
+        "config",
+        "seed",
+        "folder",
+        "status",
+        "mixer",
+        "data",
+        "path",
+        "params",
+        "epochs",
+        "seconds_per_epoch",
+        "parallel_jobs",
+        "still_improving",
+        "fingerprint",
+        *metrics,
+    ]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for run in sorted(runs, key=lambda r: (r.config(), seed_order(r.seed))):
-            writer.writerow({**run.metrics, "mixer": metrics_file.mixer(run.metrics), "config": run.config(), "seed": run.seed,
-                             "folder": str(run.folder.resolve())})
+            writer.writerow(
+                {
+                    **run.metrics,
+                    "mixer": metrics_file.mixer(run.metrics),
+                    "config": run.config(),
+                    "seed": run.seed,
+                    "folder": str(run.folder.resolve()),
+                }
+            )

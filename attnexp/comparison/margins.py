@@ -23,7 +23,9 @@ def examples(runs: list[Run], metric: str) -> int | None:
     return min(counts) if counts else None
 
 
-def margin(metric: str, mode: str, baseline_runs: list[Run], baseline_mean: float, given: Mapping[str, float]) -> tuple[float, str]:
+def margin(
+    metric: str, mode: str, baseline_runs: list[Run], baseline_mean: float, given: Mapping[str, float]
+) -> tuple[float, str]:
     """The margin of ``metric`` against a baseline, and where it comes from.
 
     ``given`` (``compare.margin``) first. A share: one binomial standard error at the baseline's mean on the

@@ -49,9 +49,15 @@ def typed_keys(run: Run) -> set[str]:
 
 def choices(run: Run, ignore: Sequence[str]) -> dict[str, str]:
     """The config-group options of a run that can change its method (``model``, ``data``, ``module/scheduler``...)."""
-    found = run.metrics.get("choices") or {"model": metrics_file.mixer(run.metrics), "data": str(run.metrics.get("data"))}
-    return {g: str(o) for g, o in found.items() if not g.startswith("hydra") and o is not None
-            and not left_out(g.replace("/", "."), (*NOT_METHOD, *ignore))}
+    found = run.metrics.get("choices") or {
+        "model": metrics_file.mixer(run.metrics),
+        "data": str(run.metrics.get("data")),
+    }
+    return {
+        g: str(o)
+        for g, o in found.items()
+        if not g.startswith("hydra") and o is not None and not left_out(g.replace("/", "."), (*NOT_METHOD, *ignore))
+    }
 
 
 def started(run: Run) -> float:
@@ -82,20 +88,33 @@ def by_settings(runs: list[Run], named: list[Run], ignore: Sequence[str]) -> Non
     typed = set().union(*(typed_keys(r) for r in named)) if named else set()
     shown_groups = named_groups(opts, typed)
     groups_typed = {g for o in opts.values() for g in o}
-    shown_keys, unlisted = named_keys(values, {k: [o[g] for g in shown_groups] for k, o in opts.items()}, typed - groups_typed)
+    shown_keys, unlisted = named_keys(
+        values, {k: [o[g] for g in shown_groups] for k, o in opts.items()}, typed - groups_typed
+    )
     if not shown_groups and len(shown_keys) == len(unlisted):  # no override tells them apart: the mixer names them
         shown_groups = ["model"]
-    settings = {key: {**{g: opts[key][g] for g in shown_groups if opts[key][g]}, **{k: values[key].get(k, ABSENT) for k in shown_keys}}
-                for key in groups}
+    settings = {
+        key: {
+            **{g: opts[key][g] for g in shown_groups if opts[key][g]},
+            **{k: values[key].get(k, ABSENT) for k in shown_keys},
+        }
+        for key in groups
+    }
     versions = source_versions(groups, settings)
     for key, members in groups.items():
         for run in members:
-            run.settings, run.unlisted, run.version = {**settings[key], "seed": str(run.metrics.get("seed"))}, frozenset(unlisted), versions[key]
+            run.settings, run.unlisted, run.version = (
+                {**settings[key], "seed": str(run.metrics.get("seed"))},
+                frozenset(unlisted),
+                versions[key],
+            )
     for run in runs:
         if id(run) not in ids:  # left out of comparisons: named by its overrides where they set the keys shown
             given = dict(o.lstrip("+~").split("=", 1) for o in run.overrides if "=" in o)
             own = {**given, **choices(run, ignore)}
-            run.settings = {k: own[k] for k in [*shown_groups, *shown_keys] if k in own} | {"seed": str(run.metrics.get("seed"))}
+            run.settings = {k: own[k] for k in [*shown_groups, *shown_keys] if k in own} | {
+                "seed": str(run.metrics.get("seed"))
+            }
 
 
 def options_of(members: list[Run], ignore: Sequence[str]) -> dict[str, str]:
@@ -128,14 +147,20 @@ def named_groups(opts: dict[Any, dict[str, str]], typed: set[str]) -> list[str]:
     return shown
 
 
-def named_keys(values: dict[Any, dict[str, str]], given: dict[Any, list[str]], typed: set[str]) -> tuple[list[str], list[str]]:
+def named_keys(
+    values: dict[Any, dict[str, str]], given: dict[Any, list[str]], typed: set[str]
+) -> tuple[list[str], list[str]]:
     """The keys whose values differ between configurations: those an override set (``typed``: keys, not groups), then
     those that do not follow from the groups and keys already named (``unlisted``)."""
     keys = sorted({k for v in values.values() for k in v})
     differ = [k for k in keys if len({v.get(k) for v in values.values()}) > 1]
     listed = [k for k in differ if any(left_out(k, (t,)) for t in typed)]
     known = {key: (*given[key], *(v.get(k) for k in listed)) for key, v in values.items()}
-    unlisted = [k for k in differ if k not in listed and not follows({key: v.get(k, ABSENT) for key, v in values.items()}, known)]
+    unlisted = [
+        k
+        for k in differ
+        if k not in listed and not follows({key: v.get(k, ABSENT) for key, v in values.items()}, known)
+    ]
     return [*listed, *unlisted], unlisted
 
 
@@ -154,8 +179,14 @@ def source_versions(groups: dict[tuple[str, str], list[Run]], settings: dict[Any
         changed = {}
         for key in keys[1:]:
             mixers = groups[key][0].metrics.get("mixers") or {}
-            changed[key] = next((str(e.get("sha256")) for name, e in sorted(mixers.items())
-                                 if (first.get(name) or {}).get("sha256") != e.get("sha256")), "")
+            changed[key] = next(
+                (
+                    str(e.get("sha256"))
+                    for name, e in sorted(mixers.items())
+                    if (first.get(name) or {}).get("sha256") != e.get("sha256")
+                ),
+                "",
+            )
         digits = HASH_SHOWN
         while digits < 12 and len({h[:digits] for h in changed.values()}) < len(changed):
             digits += 2
@@ -192,26 +223,39 @@ def notes(runs: Sequence[Run]) -> list[str]:
     found = []
     old = [r for r in runs if not r.recorded]
     if old:
-        found.append(f"{len(old)} of {len(runs)} runs were recorded without their settings (metrics.json of an earlier "
-                     "attnexp): configurations are named by the command-line overrides that differ, so settings or "
-                     "code that changed without an override cannot be told apart.")
+        found.append(
+            f"{len(old)} of {len(runs)} runs were recorded without their settings (metrics.json of an earlier "
+            "attnexp): configurations are named by the command-line overrides that differ, so settings or "
+            "code that changed without an override cannot be told apart."
+        )
         return found
     by_name: dict[str, Run] = {}
     for run in runs:
         by_name.setdefault(run.config(), run)
     for key in sorted({k for r in runs for k in r.unlisted}):
-        seen = sorted({(r.settings.get(key, ABSENT), name) for name, r in by_name.items()} - {(ABSENT, n) for n in by_name})
+        seen = sorted(
+            {(r.settings.get(key, ABSENT), name) for name, r in by_name.items()} - {(ABSENT, n) for n in by_name}
+        )
         listed = "; ".join(f"{value} in {name}" for value, name in seen)
-        found.append(f"{key} differs between runs although no override set it ({listed}): a config file or a default "
-                     "changed between them, so they are different configurations.")
+        found.append(
+            f"{key} differs between runs although no override set it ({listed}): a config file or a default "
+            "changed between them, so they are different configurations."
+        )
     for name, run in by_name.items():
         if run.version.startswith("source changed"):
-            first = next((r for n, r in by_name.items() if not r.version and r.settings == {**run.settings, "seed": r.seed}), None)
+            first = next(
+                (r for n, r in by_name.items() if not r.version and r.settings == {**run.settings, "seed": r.seed}),
+                None,
+            )
             before = (first.metrics.get("mixers") or {}) if first else {}
-            files = ", ".join(f"{cls} in {shown_path(e.get('file'))}: {str((before.get(cls) or {}).get('sha256'))[:12]} in "
-                              f"{first.config() if first else 'the first runs'}, {str(e.get('sha256'))[:12]} here"
-                              for cls, e in sorted((run.metrics.get("mixers") or {}).items())
-                              if (before.get(cls) or {}).get("sha256") != e.get("sha256"))
-            found.append(f"{name} ran another version of its mixer's source than the first runs named alike ({files}): "
-                         "the code changed between them, and each version is a configuration of its own.")
+            files = ", ".join(
+                f"{cls} in {shown_path(e.get('file'))}: {str((before.get(cls) or {}).get('sha256'))[:12]} in "
+                f"{first.config() if first else 'the first runs'}, {str(e.get('sha256'))[:12]} here"
+                for cls, e in sorted((run.metrics.get("mixers") or {}).items())
+                if (before.get(cls) or {}).get("sha256") != e.get("sha256")
+            )
+            found.append(
+                f"{name} ran another version of its mixer's source than the first runs named alike ({files}): "
+                "the code changed between them, and each version is a configuration of its own."
+            )
     return found

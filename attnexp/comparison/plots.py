@@ -64,9 +64,13 @@ def plot(c: Comparison, out: Path) -> None:
                 ax.errorbar(i, s.mean, yerr=[[s.mean - s.low], [s.high - s.mean]], color="black", capsize=5)
         for group in groups(c.rows):  # one line per seed through the rows compared with one baseline: the pairing
             for seed in seeds:
-                points = [(i + offset[seed], row.values[metric][seed]) for i, row in group if seed in row.values[metric]]
+                points = [
+                    (i + offset[seed], row.values[metric][seed]) for i, row in group if seed in row.values[metric]
+                ]
                 if points:
-                    ax.plot(*zip(*points), color="black", alpha=0.35, linewidth=0.8, marker="o", markersize=3.5, zorder=3)
+                    ax.plot(
+                        *zip(*points), color="black", alpha=0.35, linewidth=0.8, marker="o", markersize=3.5, zorder=3
+                    )
         ax.set_xticks(range(len(placed)), [r.config for _, r in placed], rotation=30, ha="right", fontsize=8)
         if metric.endswith("ppl"):
             ax.set_yscale("log")
@@ -117,7 +121,11 @@ def plot_knob(c: Comparison, key: str, out: Path) -> None:
         high = [v.high if v.n > 1 else v.mean for v in s]
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
     n = max((len(r.ok) for r in c.rows), default=0)
-    ax.set(xlabel=key, ylabel=metric, title=f"{metric} against {key}: mean and 95% CI over seeds (n<={n})\ndata {c.data}, epochs: {c.epochs}")
+    ax.set(
+        xlabel=key,
+        ylabel=metric,
+        title=f"{metric} against {key}: mean and 95% CI over seeds (n<={n})\ndata {c.data}, epochs: {c.epochs}",
+    )
     ax.set_xticks(sorted({suite.as_number(r.settings[key]) for r in c.runs if key in r.settings}))
     ax.grid(alpha=0.3)
     if ax.lines:
@@ -132,7 +140,9 @@ def val_curve(folder: Path, tag: str) -> list[tuple[int, float]]:
     the CSV logger's ``metrics.csv``; the last value logged for each epoch."""
     if not any(folder.glob("events.out.tfevents.*")) and (folder / "metrics.csv").is_file():
         with (folder / "metrics.csv").open(newline="") as f:
-            return sorted({int(r.get("step") or r["epoch"]): float(r[tag]) for r in csv.DictReader(f) if r.get(tag)}.items())
+            return sorted(
+                {int(r.get("step") or r["epoch"]): float(r[tag]) for r in csv.DictReader(f) if r.get(tag)}.items()
+            )
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     curve: dict[int, float] = {}
@@ -159,10 +169,21 @@ def plot_profile(c: Comparison, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     curves = {m: p[0] for m, p in agg.profiles.items()}
     bands = {m: (p[1], p[2]) for m, p in agg.profiles.items()}
-    plot_utils.plot_performance_profiles(curves, suite.TAUS, performance_profile_cis=bands, ax=ax, xlabel=r"normalised score $\tau$",
-                                         ylabel=r"share of runs with score $> \tau$", labelsize="medium", ticklabelsize="small")
+    plot_utils.plot_performance_profiles(
+        curves,
+        suite.TAUS,
+        performance_profile_cis=bands,
+        ax=ax,
+        xlabel=r"normalised score $\tau$",
+        ylabel=r"share of runs with score $> \tau$",
+        labelsize="medium",
+        ticklabelsize="small",
+    )
     seeds = max((len(v) for v in agg.seeds.values()), default=0)
-    ax.set_title(f"Performance profile over {', '.join(agg.data)}\n(chance 0, best 1; 95% bootstrap bands; up to {seeds} seeds)", fontsize=9)
+    ax.set_title(
+        f"Performance profile over {', '.join(agg.data)}\n(chance 0, best 1; 95% bootstrap bands; up to {seeds} seeds)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(out / PROFILE, dpi=120)
@@ -192,11 +213,18 @@ def plot_search(s: Search, key: str, out: Path) -> None:
     best = s.best
     if best is not None and key in best.values:
         x: Any = suite.as_number(best.values[key]) if numeric else labels.index(best.values[key])
-        ax.scatter([x], [best.objective], color="tab:red", s=60, marker="*", zorder=3, label=f"best: {key}={rounded(best.values[key])}")
+        ax.scatter(
+            [x],
+            [best.objective],
+            color="tab:red",
+            s=60,
+            marker="*",
+            zorder=3,
+            label=f"best: {key}={rounded(best.values[key])}",
+        )
     ax.set(xlabel=key, ylabel=s.objective, title=f"{s.objective} of each trial against {key} ({len(s.trials)} trials)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / search_file(key), dpi=120)
     plt.close(fig)
-

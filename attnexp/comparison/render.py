@@ -56,14 +56,20 @@ def seeds_note(row: Row, metric: str) -> str:
     """n, with the seeds whose value is missing (not a finite number) named."""
     missing = row.missing.get(metric) or {}
     n = str(row.spreads[metric].n)
-    return n if not missing else n + " + " + ", ".join(f"seed {k}: {v}" for k, v in sorted(missing.items(), key=lambda i: seed_order(i[0])))
+    return (
+        n
+        if not missing
+        else n + " + " + ", ".join(f"seed {k}: {v}" for k, v in sorted(missing.items(), key=lambda i: seed_order(i[0])))
+    )
 
 
 def test_note(diff: Difference) -> str:
     """``p (test)``, with the seeds a paired test left out."""
     if math.isnan(diff.p):
         return "-"
-    unpaired = f"; seed{'s' if len(diff.unpaired) > 1 else ''} {', '.join(diff.unpaired)} unpaired" if diff.unpaired else ""
+    unpaired = (
+        f"; seed{'s' if len(diff.unpaired) > 1 else ''} {', '.join(diff.unpaired)} unpaired" if diff.unpaired else ""
+    )
     return f"{diff.p:.3g} ({diff.test}{unpaired})"
 
 
@@ -76,8 +82,11 @@ def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "conf
     """One metric: per-seed values, mean, std and interval of every row, and its difference from the baseline with the
     raw and Holm-adjusted p and the verdict (in the tuned table, after the grid each row was tuned over)."""
     tuned = any(row.grid for row in rows)
-    lines = [f"| {label} |{' tuned over |' if tuned else ''} n | per seed | mean | std | 95% CI | "
-             f"Δ vs {baseline} [95% CI] | p (test) | adjusted p | verdict |", "|---" * (10 + tuned) + "|"]
+    lines = [
+        f"| {label} |{' tuned over |' if tuned else ''} n | per seed | mean | std | 95% CI | "
+        f"Δ vs {baseline} [95% CI] | p (test) | adjusted p | verdict |",
+        "|---" * (10 + tuned) + "|",
+    ]
     for row in rows:
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (fmt(s.std), f"[{fmt(s.low)}, {fmt(s.high)}]")
@@ -87,12 +96,26 @@ def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "conf
         elif diff is None or math.isnan(diff.mean):
             delta, p, adjusted, word = "-", "-", "-", "-"
         else:
-            delta = fmt(diff.mean, sign=True) + (" (no interval)" if math.isnan(diff.low) else f" [{fmt(diff.low, True)}, {fmt(diff.high, True)}]")
+            delta = fmt(diff.mean, sign=True) + (
+                " (no interval)" if math.isnan(diff.low) else f" [{fmt(diff.low, True)}, {fmt(diff.high, True)}]"
+            )
             p, word = test_note(diff), row.verdicts[metric]
             adjusted = "-" if math.isnan(diff.p_adjusted) else f"{diff.p_adjusted:.3g}"
         name = row.config + (f" ({row.tuned})" if row.tuned else "")
         seeds = ", ".join(fmt(values[k]) for k in sorted(values, key=seed_order)) or "-"
-        cells = [name, *([grid_note(row)] if tuned else []), seeds_note(row, metric), seeds, fmt(s.mean), std, ci, delta, p, adjusted, word]
+        cells = [
+            name,
+            *([grid_note(row)] if tuned else []),
+            seeds_note(row, metric),
+            seeds,
+            fmt(s.mean),
+            std,
+            ci,
+            delta,
+            p,
+            adjusted,
+            word,
+        ]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -107,14 +130,21 @@ def estimate(e: Estimate | None) -> str:
 def suite_markdown(s: Suite) -> str:
     """The data x mixers table and the aggregates over the data."""
     head = [f"{d} ({s.metric[d]})" for d in s.data]
-    lines = ["| mixer | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
-             "| chance | " + " | ".join(fmt(s.chance[d]) for d in s.data) + " |"]
+    lines = [
+        "| mixer | " + " | ".join(head) + " |",
+        "|---" * (len(head) + 1) + "|",
+        "| chance | " + " | ".join(fmt(s.chance[d]) for d in s.data) + " |",
+    ]
     for m in s.mixers:
-        cells = [interval(s.cells[m, d]) + (f" ({s.at_chance[m, d]} at chance)" if s.at_chance[m, d] else "") for d in s.data]
+        cells = [
+            interval(s.cells[m, d]) + (f" ({s.at_chance[m, d]} at chance)" if s.at_chance[m, d] else "") for d in s.data
+        ]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    text = ("### Data x mixers\n\nEach data option's primary metric: mean [95% CI] over seeds; chance: the best guess that "
-            f"does not solve the task, measured on the data. A run whose best val/acc is at most {CHANCE_RULE} is counted "
-            "as at chance.\n\n" + "\n".join(lines))
+    text = (
+        "### Data x mixers\n\nEach data option's primary metric: mean [95% CI] over seeds; chance: the best guess that "
+        f"does not solve the task, measured on the data. A run whose best val/acc is at most {CHANCE_RULE} is counted "
+        "as at chance.\n\n" + "\n".join(lines)
+    )
     agg = s.aggregates
     if agg is None or not agg.scores:
         return text
@@ -122,7 +152,9 @@ def suite_markdown(s: Suite) -> str:
     table = [f"| mixer | seeds | IQM [95% CI] | mean [95% CI] | {improvement} [95% CI] |", "|---|---|---|---|---|"]
     for m in agg.scores:
         better = "baseline" if m == agg.baseline else estimate(agg.improvement.get(m))
-        table.append(f"| {m} | {', '.join(agg.seeds[m])} | {estimate(agg.iqm.get(m))} | {estimate(agg.mean.get(m))} | {better} |")
+        table.append(
+            f"| {m} | {', '.join(agg.seeds[m])} | {estimate(agg.iqm.get(m))} | {estimate(agg.mean.get(m))} | {better} |"
+        )
     left_out = f" Left out: {'; '.join(agg.left_out)}." if agg.left_out else ""
     return text + (
         f"\n\n### Aggregates over {len(agg.data)} data options\n\nScores "
@@ -130,7 +162,9 @@ def suite_markdown(s: Suite) -> str:
         "to the best attainable (1), for the seeds that ran every option; the interquartile mean (IQM) and the mean, "
         f"with stratified bootstrap 95% intervals ({REPS} resamples of the runs within each data option); the "
         "probability that a run of the mixer beats a run of the baseline on a data option, averaged over the options "
-        f"(rliable, Agarwal et al. 2021). Performance profile: performance_profile.png.{left_out}\n\n" + "\n".join(table))
+        f"(rliable, Agarwal et al. 2021). Performance profile: performance_profile.png.{left_out}\n\n"
+        + "\n".join(table)
+    )
 
 
 def search_markdown(s: Search) -> str:
@@ -139,13 +173,21 @@ def search_markdown(s: Search) -> str:
     for i, t in enumerate(s.trials, 1):
         rank = f"{i} (best)" if t is s.best else str(i)
         status = t.run.metrics.get("status", "?")
-        lines.append(f"| {rank} | " + " | ".join(rounded(t.values.get(k, "-")) for k in s.keys) + f" | {fmt(t.objective)} | {status} |")
-    text = (f"### Search: {len(s.trials)} trials by {s.objective} ({'highest' if s.maximize else 'lowest'} first)\n\n"
-            "Each trial ran one setting with one seed: a ranking, not a comparison (the best of many single runs is "
-            "partly luck). Values are rounded to 3 significant digits.\n\n" + "\n".join(lines))
+        lines.append(
+            f"| {rank} | "
+            + " | ".join(rounded(t.values.get(k, "-")) for k in s.keys)
+            + f" | {fmt(t.objective)} | {status} |"
+        )
+    text = (
+        f"### Search: {len(s.trials)} trials by {s.objective} ({'highest' if s.maximize else 'lowest'} first)\n\n"
+        "Each trial ran one setting with one seed: a ranking, not a comparison (the best of many single runs is "
+        "partly luck). Values are rounded to 3 significant digits.\n\n" + "\n".join(lines)
+    )
     if s.best is not None:
-        text += (f"\n\nTo compare the best setting with the baseline mixer over seeds, run it again and summarise that "
-                 f"sweep (or give its folder to attnexp-compare together with this one):\n\n    {s.rerun()}")
+        text += (
+            f"\n\nTo compare the best setting with the baseline mixer over seeds, run it again and summarise that "
+            f"sweep (or give its folder to attnexp-compare together with this one):\n\n    {s.rerun()}"
+        )
     return text
 
 
@@ -168,28 +210,33 @@ def markdown(c: Comparison) -> str:
     mixers table, the runs, the tuned table, the search and the warnings."""
     seeds = sorted({r.seed for r in c.runs}, key=seed_order)
     margins = "; ".join(f"{m}: {', '.join(sources)}" for m, sources in c.margins.items())
-    parts = [] if not c.rows else [
-        headline(c),
-        f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
-        f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
-        "within [0, 1]). Differences are paired by seed (paired "
-        "t) on the seeds both configurations have, Welch's t "
-        "when they share fewer than 2; the sign test where every "
-        "paired difference is the same (it has no interval). "
-        f"The primary metric ({c.primary}) answers the comparison; the others are secondary, reported in support. "
-        "p-values are adjusted over each table's comparisons of "
-        "one metric (Holm): the primary metric's comparisons "
-        "are the family the verdicts above rest on. Verdicts: better or worse when "
-        "the adjusted p is below 0.05 and the difference exceeds "
-        "the margin; equivalent when two one-sided tests put "
-        "it within ±margin (adjusted p below 0.05); inconclusive "
-        "otherwise, with the seeds that would decide at the "
-        "observed spread (power 0.8). A verdict from fewer than "
-        "3 seeds, or resting on runs still improving at their "
-        "last epoch, says so; configurations trained with "
-        "different budgets (or tuned over different grids) are not "
-        f"compared. Margins: {margins or 'none'}. A value that is not a finite number is "
-        "missing: named after n, left out of the statistics."]
+    parts = (
+        []
+        if not c.rows
+        else [
+            headline(c),
+            f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
+            f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
+            "within [0, 1]). Differences are paired by seed (paired "
+            "t) on the seeds both configurations have, Welch's t "
+            "when they share fewer than 2; the sign test where every "
+            "paired difference is the same (it has no interval). "
+            f"The primary metric ({c.primary}) answers the comparison; the others are secondary, reported in support. "
+            "p-values are adjusted over each table's comparisons of "
+            "one metric (Holm): the primary metric's comparisons "
+            "are the family the verdicts above rest on. Verdicts: better or worse when "
+            "the adjusted p is below 0.05 and the difference exceeds "
+            "the margin; equivalent when two one-sided tests put "
+            "it within ±margin (adjusted p below 0.05); inconclusive "
+            "otherwise, with the seeds that would decide at the "
+            "observed spread (power 0.8). A verdict from fewer than "
+            "3 seeds, or resting on runs still improving at their "
+            "last epoch, says so; configurations trained with "
+            "different budgets (or tuned over different grids) are not "
+            f"compared. Margins: {margins or 'none'}. A value that is not a finite number is "
+            "missing: named after n, left out of the statistics.",
+        ]
+    )
     for metric in c.metrics:
         if not c.rows:
             break
@@ -198,28 +245,37 @@ def markdown(c: Comparison) -> str:
         parts.append(suite_markdown(c.suite))
     if c.search:
         parts.append(search_markdown(c.search))
-    lines = ["| config | runs ok | params | s/epoch | samples/s | still improving | status |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| config | runs ok | params | s/epoch | samples/s | still improving | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in c.rows:
         per_s = row.mean_of("train_samples_per_s")
         per_epoch = row.mean_of("seconds_per_epoch")
         epoch = "-" if math.isnan(per_epoch) else f"{per_epoch:.2f}"
-        lines.append(f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {epoch}"
-                     f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} "
-                     f"| {still_improving(row)} | {row.status.replace('|', '/')} |")
+        lines.append(
+            f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {epoch}"
+            f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} "
+            f"| {still_improving(row)} | {row.status.replace('|', '/')} |"
+        )
     if c.rows:
         parts.append("### Runs\n\n" + "\n".join(lines) + "\n\n" + RUNS_NOTE)
     if c.tuned:
         tables = [f"#### {m} ({role(c, m)})\n\n" + metric_table(c.tuned, m, c.tuned_baseline) for m in c.metrics]
-        parts.append(f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables))
+        parts.append(
+            f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables)
+        )
     if c.warnings:
         parts.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in c.warnings))
     return "\n\n".join(parts) + "\n"
 
 
-RUNS_NOTE = ("s/epoch and samples/s are wall-clock means; \"side by side\" marks runs of a sweep whose jobs ran at once "
-             "on shared cores, slower than alone and not comparable with runs that had the machine to themselves. "
-             "Still improving: runs whose checkpoint metric was still rising at their last epoch (best at the last "
-             "validation, and more than its margin above the best before the last quarter of the epochs).")
+RUNS_NOTE = (
+    's/epoch and samples/s are wall-clock means; "side by side" marks runs of a sweep whose jobs ran at once '
+    "on shared cores, slower than alone and not comparable with runs that had the machine to themselves. "
+    "Still improving: runs whose checkpoint metric was still rising at their last epoch (best at the last "
+    "validation, and more than its margin above the best before the last quarter of the epochs)."
+)
 
 
 def side_by_side(row: Row) -> str:
@@ -230,7 +286,12 @@ def side_by_side(row: Row) -> str:
 
 def tabular(header: list[str], rows: list[list[str]]) -> list[str]:
     """A booktabs ``tabular``: the first column left-aligned, the others right-aligned."""
-    lines = ["\\begin{tabular}{l" + "r" * (len(header) - 1) + "}", "\\toprule", " & ".join(header) + " \\\\", "\\midrule"]
+    lines = [
+        "\\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+        "\\toprule",
+        " & ".join(header) + " \\\\",
+        "\\midrule",
+    ]
     return [*lines, *(" & ".join(r) + " \\\\" for r in rows), "\\bottomrule", "\\end{tabular}"]
 
 
@@ -239,18 +300,34 @@ def latex(c: Comparison) -> str:
     arrows = {"max": " $\\uparrow$", "min": " $\\downarrow$"}
     header = ["Configuration", "$n$", *(tex(m) + arrows.get(mode, "") for m, mode in c.metrics.items())]
     rows = [[tex(row.config), str(len(row.ok)), *(tex_interval(row.spreads[m]) for m in c.metrics)] for row in c.rows]
-    text = [f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
-            "Written by attnexp.", *tabular(header, rows)]
+    text = [
+        f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
+        "Written by attnexp.",
+        *tabular(header, rows),
+    ]
     by_data = c.suite
     if by_data:
         rows = [[tex(m), *(tex_interval(by_data.cells[m, d]) for d in by_data.data)] for m in by_data.mixers]
-        text += ["", "% Each data option's primary metric, mean over seeds $\\pm$ half-width of the 95\\% interval.",
-                 *tabular(["Mixer", *(tex(d) for d in by_data.data)], rows)]
+        text += [
+            "",
+            "% Each data option's primary metric, mean over seeds $\\pm$ half-width of the 95\\% interval.",
+            *tabular(["Mixer", *(tex(d) for d in by_data.data)], rows),
+        ]
         agg = by_data.aggregates
         if agg and agg.scores:
-            rows = [[tex(m), tex_estimate(agg.iqm.get(m)), tex_estimate(agg.mean.get(m)), tex_estimate(agg.improvement.get(m))]
-                    for m in agg.scores]
-            text += ["", "% Normalised scores (chance 0, best 1) over the data options: IQM and mean with stratified bootstrap "
-                     f"95\\% intervals, probability of improvement over {tex(agg.baseline or '-')}.",
-                     *tabular(["Mixer", "IQM", "Mean", "P(improvement)"], rows)]
+            rows = [
+                [
+                    tex(m),
+                    tex_estimate(agg.iqm.get(m)),
+                    tex_estimate(agg.mean.get(m)),
+                    tex_estimate(agg.improvement.get(m)),
+                ]
+                for m in agg.scores
+            ]
+            text += [
+                "",
+                "% Normalised scores (chance 0, best 1) over the data options: IQM and mean with stratified bootstrap "
+                f"95\\% intervals, probability of improvement over {tex(agg.baseline or '-')}.",
+                *tabular(["Mixer", "IQM", "Mean", "P(improvement)"], rows),
+            ]
     return "\n".join(text) + "\n"

@@ -46,12 +46,17 @@ class Run:
     def config(self, leave_out: Sequence[str] = ()) -> str:
         """The configuration's name: its settings, the mixer first, seed (and ``leave_out``) aside; settings that no
         override set, and a changed source, in brackets: ``model=diff (lambda_init=0.2)``."""
-        keys = sorted((k for k, v in self.settings.items() if k not in ("seed", *leave_out) and v != ABSENT),
-                      key=lambda k: (k != "model", k))
+        keys = sorted(
+            (k for k, v in self.settings.items() if k not in ("seed", *leave_out) and v != ABSENT),
+            key=lambda k: (k != "model", k),
+        )
         listed = [k for k in keys if k not in self.unlisted]
         nodes = [k.replace("/", ".") + "." for k in listed if "." not in k]
-        extra = [f"{next((k.removeprefix(n) for n in nodes if k.startswith(n)), k)}={self.settings[k]}"
-                 for k in keys if k in self.unlisted] + ([self.version] if self.version else [])
+        extra = [
+            f"{next((k.removeprefix(n) for n in nodes if k.startswith(n)), k)}={self.settings[k]}"
+            for k in keys
+            if k in self.unlisted
+        ] + ([self.version] if self.version else [])
         name = ",".join(f"{k}={self.settings[k]}" for k in listed)
         if not name:
             name = f"model={metrics_file.mixer(self.metrics)}" if extra else "all runs"
@@ -64,7 +69,9 @@ def read_runs(paths: Sequence[str | Path]) -> list[Run]:
     for root in paths:
         for folder in sorted(p.parent for p in Path(root).rglob(metrics_file.FILE)):
             overrides_file = folder / ".hydra" / "overrides.yaml"
-            overrides = [str(o) for o in yaml.safe_load(overrides_file.read_text()) or []] if overrides_file.exists() else []
+            overrides = (
+                [str(o) for o in yaml.safe_load(overrides_file.read_text()) or []] if overrides_file.exists() else []
+            )
             record = metrics_file.read(folder)
             found.append(Run(folder, {}, {**record, "status": metrics_file.current_status(record, folder)}, overrides))
     return found
@@ -72,6 +79,10 @@ def read_runs(paths: Sequence[str | Path]) -> list[Run]:
 
 def left_out_notes(runs: Sequence[Run]) -> list[str]:
     """A line for each run a comparison leaves out (bad input, trained or validated nothing), saying why."""
-    return [f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
-            + (f": {str(run.metrics['error']).splitlines()[0][:200].rstrip('.')}" if run.metrics.get("error") else "") + ")."
-            for run in runs if not run.comparable]
+    return [
+        f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
+        + (f": {str(run.metrics['error']).splitlines()[0][:200].rstrip('.')}" if run.metrics.get("error") else "")
+        + ")."
+        for run in runs
+        if not run.comparable
+    ]

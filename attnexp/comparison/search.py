@@ -72,7 +72,11 @@ def searched(run: Run) -> tuple[list[str], str, bool] | None:
     config = yaml.safe_load((saved / "config.yaml").read_text()) if (saved / "config.yaml").is_file() else {}
     direction = sweeper.get("direction", "maximize")
     direction = direction[0] if isinstance(direction, list) else direction
-    return list(sweeper.get("params") or {}), (config or {}).get("optimized_metric") or "val/acc_best", str(direction) != "minimize"
+    return (
+        list(sweeper.get("params") or {}),
+        (config or {}).get("optimized_metric") or "val/acc_best",
+        str(direction) != "minimize",
+    )
 
 
 def search(runs: list[Run]) -> Search | None:
@@ -97,4 +101,6 @@ def renamed(runs: list[Run]) -> list[Run]:
     """``runs`` named by the settings that vary among them alone (the trials left aside), the mixer by default."""
     keys = {k for r in runs for k in r.settings} - {"seed"}
     varying = [k for k in sorted(keys) if len({r.settings.get(k) for r in runs}) > 1] or ["model"]
-    return [dataclasses.replace(r, settings={k: r.settings[k] for k in [*varying, "seed"] if k in r.settings}) for r in runs]
+    return [
+        dataclasses.replace(r, settings={k: r.settings[k] for k in [*varying, "seed"] if k in r.settings}) for r in runs
+    ]

@@ -78,8 +78,12 @@ def spread(values: Sequence[float], bounds: tuple[float, float] = UNBOUNDED) -> 
     return Spread(n, mean, std, *clip(mean - half, mean + half, bounds))
 
 
-def difference(baseline: Mapping[str, float], other: Mapping[str, float], margin: float = math.nan,
-               bounds: tuple[float, float] = UNBOUNDED) -> Difference:
+def difference(
+    baseline: Mapping[str, float],
+    other: Mapping[str, float],
+    margin: float = math.nan,
+    bounds: tuple[float, float] = UNBOUNDED,
+) -> Difference:
     """other - baseline, by seed (values that are not finite left out). Paired on the seeds both have when they
     share at least 2 (the others named in ``unpaired``), Welch's t otherwise. Where every paired difference is the
     same, t is undefined and the exact sign test decides (it has no interval). ``bounds``: the metric's, so the
@@ -97,7 +101,11 @@ def difference(baseline: Mapping[str, float], other: Mapping[str, float], margin
         d = x - y
         if np.all(d == d[0]):  # no spread in the differences (a discrete metric, say): t is undefined, use signs
             p = 1.0 if d[0] == 0 else sign_p(len(d), len(d), "two-sided")
-            p_eq = max(sign_p(int((d > -margin).sum()), len(d)), sign_p(int((d < margin).sum()), len(d))) if equivalence else math.nan
+            p_eq = (
+                max(sign_p(int((d > -margin).sum()), len(d)), sign_p(int((d < margin).sum()), len(d)))
+                if equivalence
+                else math.nan
+            )
             return Difference("sign", len(d), float(d[0]), math.nan, math.nan, p, margin, p_eq, 0.0, unpaired)
         result = stats.ttest_rel(x, y)
         p_eq = float(ttost_paired(x, y, -margin, margin)[0]) if equivalence else math.nan
@@ -108,7 +116,12 @@ def difference(baseline: Mapping[str, float], other: Mapping[str, float], margin
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # identical values on both sides: the one-sided tests are undefined (nan)
             p_eq = float(ttost_ind(x, y, -margin, margin, usevar="unequal")[0]) if equivalence else math.nan
-        test, n, mean, sd = "Welch t", min(len(b), len(o)), float(x.mean() - y.mean()), math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
+        test, n, mean, sd = (
+            "Welch t",
+            min(len(b), len(o)),
+            float(x.mean() - y.mean()),
+            math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2),
+        )
         unpaired = ()
     else:
         mean = mean_of(o) - mean_of(b)
@@ -183,7 +196,10 @@ def seeds_to_decide(d: Difference, alpha: float) -> int | None:
     else:
         return None
     if d.sd == 0:  # every difference the same: the sign test, were the next seeds to agree
-        return next((n for n in range(2, 64) if sign_p(n, n, "two-sided" if alternative == "two-sided" else "greater") < alpha), None)
+        return next(
+            (n for n in range(2, 64) if sign_p(n, n, "two-sided" if alternative == "two-sided" else "greater") < alpha),
+            None,
+        )
     solver = TTestPower() if d.test == "paired t" else TTestIndPower()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

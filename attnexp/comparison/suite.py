@@ -46,7 +46,9 @@ class Aggregates:
     iqm: dict[str, Estimate] = field(default_factory=dict)
     mean: dict[str, Estimate] = field(default_factory=dict)
     improvement: dict[str, Estimate] = field(default_factory=dict)  # mixer -> P(mixer > baseline), per data averaged
-    profiles: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)  # share of runs above TAUS
+    profiles: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict
+    )  # share of runs above TAUS
 
 
 @dataclass
@@ -110,7 +112,11 @@ def aggregates(s: Suite, runs_of: dict[tuple[str, str], list[Run]], baseline: st
     from rliable import library as rly
     from rliable import metrics as rm
 
-    modes = {d: dict(r.metrics.get("summary") or []).get(s.metric[d], "max") for (_, d), rs in runs_of.items() for r in rs[:1]}
+    modes = {
+        d: dict(r.metrics.get("summary") or []).get(s.metric[d], "max")
+        for (_, d), rs in runs_of.items()
+        for r in rs[:1]
+    }
     usable = [d for d in s.data if is_fraction(s.metric[d]) and modes.get(d) == "max" and s.chance[d] < 1]
     left_out = [f"{d} ({s.metric[d]} is not an accuracy with a known chance)" for d in s.data if d not in usable]
     agg = Aggregates(usable, left_out, baseline)
@@ -134,12 +140,22 @@ def aggregates(s: Suite, runs_of: dict[tuple[str, str], list[Run]], baseline: st
             agg.iqm[mixer], agg.mean[mixer] = Estimate(means[0]), Estimate(means[1])
             agg.profiles[mixer] = (profile, profile, profile)
             continue
-        _, ci = rly.get_interval_estimates({mixer: scores}, lambda x: np.array([rm.aggregate_iqm(x), rm.aggregate_mean(x)]),
-                                           reps=REPS, confidence_interval_size=LEVEL, random_state=rng)
+        _, ci = rly.get_interval_estimates(
+            {mixer: scores},
+            lambda x: np.array([rm.aggregate_iqm(x), rm.aggregate_mean(x)]),
+            reps=REPS,
+            confidence_interval_size=LEVEL,
+            random_state=rng,
+        )
         agg.iqm[mixer] = Estimate(means[0], float(ci[mixer][0][0]), float(ci[mixer][1][0]))
         agg.mean[mixer] = Estimate(means[1], float(ci[mixer][0][1]), float(ci[mixer][1][1]))
-        _, band = rly.get_interval_estimates({mixer: scores}, lambda x: rly.score_distributions(x, TAUS), reps=REPS,
-                                             confidence_interval_size=LEVEL, random_state=rng)
+        _, band = rly.get_interval_estimates(
+            {mixer: scores},
+            lambda x: rly.score_distributions(x, TAUS),
+            reps=REPS,
+            confidence_interval_size=LEVEL,
+            random_state=rng,
+        )
         agg.profiles[mixer] = (profile, band[mixer][0], band[mixer][1])
     if baseline in agg.scores:
         for mixer, scores in agg.scores.items():
@@ -150,8 +166,13 @@ def aggregates(s: Suite, runs_of: dict[tuple[str, str], list[Run]], baseline: st
             if min(len(scores), len(pair[1])) < 2:
                 agg.improvement[mixer] = Estimate(point)
                 continue
-            _, ci = rly.get_interval_estimates({mixer: pair}, rm.probability_of_improvement, reps=REPS,
-                                               confidence_interval_size=LEVEL, random_state=rng)
+            _, ci = rly.get_interval_estimates(
+                {mixer: pair},
+                rm.probability_of_improvement,
+                reps=REPS,
+                confidence_interval_size=LEVEL,
+                random_state=rng,
+            )
             low, high = np.ravel(ci[mixer])
             agg.improvement[mixer] = Estimate(point, float(low), float(high))
     return agg
@@ -163,17 +184,42 @@ def csv_rows(s: Suite) -> list[dict[str, object]]:
     for m in s.mixers:
         for d in s.data:
             x = s.cells[m, d]
-            rows.append({"mixer": m, "data": d, "metric": s.metric[d], "n": x.n, "mean": x.mean, "ci_low": x.low,
-                         "ci_high": x.high, "chance": s.chance[d], "at_chance": s.at_chance[m, d]})
+            rows.append(
+                {
+                    "mixer": m,
+                    "data": d,
+                    "metric": s.metric[d],
+                    "n": x.n,
+                    "mean": x.mean,
+                    "ci_low": x.low,
+                    "ci_high": x.high,
+                    "chance": s.chance[d],
+                    "at_chance": s.at_chance[m, d],
+                }
+            )
         agg = s.aggregates
         if agg is None or m not in agg.scores:
             continue
-        named = {"IQM": agg.iqm.get(m), "mean": agg.mean.get(m),
-                 f"P(improvement over {agg.baseline})": agg.improvement.get(m)}
+        named = {
+            "IQM": agg.iqm.get(m),
+            "mean": agg.mean.get(m),
+            f"P(improvement over {agg.baseline})": agg.improvement.get(m),
+        }
         for name, e in named.items():
             if e is not None:
-                rows.append({"mixer": m, "data": ", ".join(agg.data), "metric": f"{name} of normalised scores",
-                             "n": len(agg.seeds[m]), "mean": e.value, "ci_low": e.low, "ci_high": e.high, "chance": "", "at_chance": ""})
+                rows.append(
+                    {
+                        "mixer": m,
+                        "data": ", ".join(agg.data),
+                        "metric": f"{name} of normalised scores",
+                        "n": len(agg.seeds[m]),
+                        "mean": e.value,
+                        "ci_low": e.low,
+                        "ci_high": e.high,
+                        "chance": "",
+                        "at_chance": "",
+                    }
+                )
     return rows
 
 
@@ -202,4 +248,6 @@ def knob_curves(runs: list[Run], key: str, metric: str) -> dict[str, list[tuple[
         x = as_number(r.settings.get(key, ""))
         if r.ok and x is not None and math.isfinite(value(r, metric)):
             points[r.config(leave_out=[key])][x].append(value(r, metric))
-    return {name: [(x, spread(v, bounds(metric))) for x, v in sorted(by_x.items())] for name, by_x in sorted(points.items())}
+    return {
+        name: [(x, spread(v, bounds(metric))) for x, v in sorted(by_x.items())] for name, by_x in sorted(points.items())
+    }

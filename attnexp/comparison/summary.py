@@ -15,7 +15,11 @@ from attnexp.comparison.suite import Suite, suite
 from attnexp.comparison.tables import Row, baseline_spec, fill, group, pick_baseline
 from attnexp.comparison.tuning import tuned_rows
 
-DEFAULT_SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}  # records written before tasks named theirs
+DEFAULT_SUMMARY = {
+    "test/acc": "max",
+    "val/acc_best": "max",
+    "test/loss": "min",
+}  # records written before tasks named theirs
 DEFAULT_TUNE = ("module.optimizer.lr",)
 
 
@@ -51,8 +55,14 @@ class Comparison:
         return "-".join(map(str, found[:: max(1, len(found) - 1)])) if found else "?"
 
 
-def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = DEFAULT_TUNE, columns: Sequence[str] = (),
-            margin: Mapping[str, float] | None = None, ignore: Sequence[str] = ()) -> Comparison:
+def compare(
+    runs: list[Run],
+    baseline: str | None = None,
+    tune: Sequence[str] = DEFAULT_TUNE,
+    columns: Sequence[str] = (),
+    margin: Mapping[str, float] | None = None,
+    ignore: Sequence[str] = (),
+) -> Comparison:
     """Group ``runs`` by configuration and compare every configuration with ``baseline`` (a config name or one of
     its settings such as ``model=dot``; default ``model=dot`` when present, else the first row). ``columns``: more
     metrics.json keys to compare (no better direction: their verdicts say higher or lower). ``margin``: per metric,
@@ -71,9 +81,25 @@ def compare(runs: list[Run], baseline: str | None = None, tune: Sequence[str] = 
     spec = baseline_spec(base, baseline)
     sources = fill(rows, base, metrics, spec, margin or {}, ignore)
     tuned, rule, tuned_base = tuned_rows(runs, tuned_keys, metrics, baseline, margin or {}, ignore)
-    named = ",".join(f"{k}={v}" for k, v in spec.items()) if len({r.baseline for r in rows}) > 1 else (base.config if base else "")
-    return Comparison(runs, metrics, named, rows, tuned_keys, tuned, rule, tuned_base,
-                      [*naming.notes(runs), *cautions(rows, base), *notes], sources, found, suite(runs, named))
+    named = (
+        ",".join(f"{k}={v}" for k, v in spec.items())
+        if len({r.baseline for r in rows}) > 1
+        else (base.config if base else "")
+    )
+    return Comparison(
+        runs,
+        metrics,
+        named,
+        rows,
+        tuned_keys,
+        tuned,
+        rule,
+        tuned_base,
+        [*naming.notes(runs), *cautions(rows, base), *notes],
+        sources,
+        found,
+        suite(runs, named),
+    )
 
 
 def refuse_duplicates(runs: list[Run]) -> None:
@@ -85,11 +111,15 @@ def refuse_duplicates(runs: list[Run]) -> None:
             folders[run.config(), run.seed].append(str(run.folder))
     repeated = {key: found for key, found in folders.items() if len(found) > 1}
     if repeated:
-        listed = "; ".join(f"{config} seed {seed} in {' and '.join(found)}" for (config, seed), found in sorted(repeated.items()))
-        raise ValueError(f"the same configuration and seed finished more than once ({listed}). A repeated seed repeats the "
-                         "same split, batches and initialisation, so it is not another replicate and cannot be counted "
-                         "as one. Give the folders of one sweep, or move the repeated run folders elsewhere; new "
-                         "replicates need new seeds (seed=3,4,5).")
+        listed = "; ".join(
+            f"{config} seed {seed} in {' and '.join(found)}" for (config, seed), found in sorted(repeated.items())
+        )
+        raise ValueError(
+            f"the same configuration and seed finished more than once ({listed}). A repeated seed repeats the "
+            "same split, batches and initialisation, so it is not another replicate and cannot be counted "
+            "as one. Give the folders of one sweep, or move the repeated run folders elsewhere; new "
+            "replicates need new seeds (seed=3,4,5)."
+        )
 
 
 def summary_metrics(runs: list[Run]) -> dict[str, str]:

@@ -27,7 +27,9 @@ class Row:
     config: str
     runs: list[Run]
     values: dict[str, dict[str, float]] = field(default_factory=dict)  # metric -> seed -> value (finite ones)
-    missing: dict[str, dict[str, str]] = field(default_factory=dict)  # metric -> seed -> what an ok run recorded instead
+    missing: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # metric -> seed -> what an ok run recorded instead
     spreads: dict[str, Spread] = field(default_factory=dict)
     diffs: dict[str, Difference] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
@@ -58,7 +60,11 @@ class Row:
         bad = [r for r in self.runs if not r.ok]
         if not bad:
             return "ok"
-        return "; ".join(f"seed {r.seed} {r.metrics.get('status', '?')}" + (f": {r.metrics['error'].splitlines()[0][:120]}" if r.metrics.get("error") else "") for r in bad)
+        return "; ".join(
+            f"seed {r.seed} {r.metrics.get('status', '?')}"
+            + (f": {r.metrics['error'].splitlines()[0][:120]}" if r.metrics.get("error") else "")
+            for r in bad
+        )
 
 
 def group(runs: list[Run], leave_out: Sequence[str] = ()) -> list[Row]:
@@ -66,13 +72,17 @@ def group(runs: list[Run], leave_out: Sequence[str] = ()) -> list[Row]:
     groups: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         groups[run.config(leave_out)].append(run)
-    return [Row(config, members, named={k: v for k, v in members[0].settings.items() if k not in ("seed", *leave_out)})
-            for config, members in sorted(groups.items(), key=lambda item: natural(item[0]))]
+    return [
+        Row(config, members, named={k: v for k, v in members[0].settings.items() if k not in ("seed", *leave_out)})
+        for config, members in sorted(groups.items(), key=lambda item: natural(item[0]))
+    ]
 
 
 def natural(name: str) -> list:
     """Sort key that orders numbers inside names by value: ``num_pairs=4`` before ``num_pairs=16``."""
-    return [(0, float(part), "") if i % 2 else (1, 0.0, part) for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", name))]
+    return [
+        (0, float(part), "") if i % 2 else (1, 0.0, part) for i, part in enumerate(re.split(r"(\d+(?:\.\d+)?)", name))
+    ]
 
 
 def matches(row: Row, wanted: str) -> bool:
@@ -96,8 +106,14 @@ def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
     return next((r for r in ordered if r.named.get("model") == "dot"), rows[0])
 
 
-def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[str, str] | None = None,
-         given: Mapping[str, float] | None = None, ignore: Sequence[str] = ()) -> dict[str, list[str]]:
+def fill(
+    rows: list[Row],
+    base: Row | None,
+    metrics: dict[str, str],
+    spec: dict[str, str] | None = None,
+    given: Mapping[str, float] | None = None,
+    ignore: Sequence[str] = (),
+) -> dict[str, list[str]]:
     """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row and metric;
     returns where each metric's margins come from.
 
@@ -117,8 +133,11 @@ def fill(rows: list[Row], base: Row | None, metrics: dict[str, str], spec: dict[
         row.baseline = chosen.config if chosen else ""
     by_config = {r.config: r for r in rows}
     compared = [r for r in rows if base is not None and r.config != r.baseline]
-    refused = {r.config: fairness.unequal_grid(r, by_config[r.baseline]) or fairness.unequal_budget(r, by_config[r.baseline], ignore)
-               for r in compared}
+    refused = {
+        r.config: fairness.unequal_grid(r, by_config[r.baseline])
+        or fairness.unequal_budget(r, by_config[r.baseline], ignore)
+        for r in compared
+    }
     sources: dict[str, list[str]] = {}
     for metric, mode in metrics.items():
         diffs = []

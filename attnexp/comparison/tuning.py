@@ -15,8 +15,14 @@ def grid(rows: list[Row], keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted({r.named[k] for r in rows if k in r.named}, key=natural)) for k in keys}
 
 
-def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseline: str | None,
-               given: Mapping[str, float] | None = None, ignore: Sequence[str] = ()) -> tuple[list[Row], str, str]:
+def tuned_rows(
+    runs: list[Run],
+    keys: list[str],
+    metrics: dict[str, str],
+    baseline: str | None,
+    given: Mapping[str, float] | None = None,
+    ignore: Sequence[str] = (),
+) -> tuple[list[Row], str, str]:
     """Each configuration (tuned keys aside) at the tuned values whose runs have the best mean ``monitor_best`` (the
     task's checkpoint metric: best val/acc, or lowest val/loss for next tokens); rows named without the tuned keys,
     each with the grid its value was picked from."""
@@ -27,18 +33,43 @@ def tuned_rows(runs: list[Run], keys: list[str], metrics: dict[str, str], baseli
         candidates = group(outer.runs)
         modes = {r.metrics.get("mode", "max") for r in outer.runs}
         sign = -1.0 if modes == {"min"} else 1.0
-        scored = [(sign * c.mean_of("monitor_best"), c) for c in candidates if not math.isnan(c.mean_of("monitor_best"))]
+        scored = [
+            (sign * c.mean_of("monitor_best"), c) for c in candidates if not math.isnan(c.mean_of("monitor_best"))
+        ]
         if not scored:
             continue
         best = max(scored, key=lambda pair: pair[0])[1]
         setting = best.named
-        chosen.append(Row(outer.config, best.runs, tuned=", ".join(f"{k}={setting[k]}" for k in keys if k in setting),
-                          named=outer.named, grid=grid([c for _, c in scored], keys), members=outer.runs))
-    monitors = sorted({f"{r.metrics.get('monitor', 'val/acc')} ({'lowest' if r.metrics.get('mode') == 'min' else 'highest'})" for r in runs})
-    rule = (f"for each configuration, the value of {', '.join(keys)} whose runs have the best mean validation score "
-            f"{' / '.join(monitors)} of the checkpoint each run tested; the test metrics are those runs'. Each row shows "
-            "the grid its value was picked from; configurations tuned over different grids are not compared")
-    wanted = ",".join(s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys)  # the baseline's other settings
-    base = next((r for r in sorted(chosen, key=lambda r: bool(r.version)) if matches(r, wanted)), None) if wanted else pick_baseline(chosen, None)
-    fill(chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys}, given, ignore)
+        chosen.append(
+            Row(
+                outer.config,
+                best.runs,
+                tuned=", ".join(f"{k}={setting[k]}" for k in keys if k in setting),
+                named=outer.named,
+                grid=grid([c for _, c in scored], keys),
+                members=outer.runs,
+            )
+        )
+    monitors = sorted(
+        {
+            f"{r.metrics.get('monitor', 'val/acc')} ({'lowest' if r.metrics.get('mode') == 'min' else 'highest'})"
+            for r in runs
+        }
+    )
+    rule = (
+        f"for each configuration, the value of {', '.join(keys)} whose runs have the best mean validation score "
+        f"{' / '.join(monitors)} of the checkpoint each run tested; the test metrics are those runs'. Each row shows "
+        "the grid its value was picked from; configurations tuned over different grids are not compared"
+    )
+    wanted = ",".join(
+        s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys
+    )  # the baseline's other settings
+    base = (
+        next((r for r in sorted(chosen, key=lambda r: bool(r.version)) if matches(r, wanted)), None)
+        if wanted
+        else pick_baseline(chosen, None)
+    )
+    fill(
+        chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys}, given, ignore
+    )
     return chosen, rule, base.config if base else ""

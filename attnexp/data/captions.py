@@ -21,7 +21,9 @@ PATCH = {"mnist": 7, "digits": 4}  # the default patch side: 4x4 patches per 28x
 DIGITS_TEST_SIZE = 360  # the bundled digits have no test split: this many are held out (as in data=digits)
 
 
-def canvases(images: Tensor, labels: Tensor, n: int, max_digits: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def canvases(
+    images: Tensor, labels: Tensor, n: int, max_digits: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
     """``n`` canvases of 1 to ``max_digits`` images drawn from ``images`` (P, 1, H, W), side by side from the left,
     blank after; and their digits, -1 where a slot is blank.  # (n, 1, H, max_digits * W), (n, max_digits)"""
     count = torch.randint(1, max_digits + 1, (n, 1), generator=generator)
@@ -42,18 +44,41 @@ class CaptionsDataModule(Seq2SeqDataModule):
     network cuts them into ``patch_size`` patches (default: 7 pixels for MNIST, 4 for the 8x8 digits).
     """
 
-    def __init__(self, images: str = "mnist", language: str = "en", max_digits: int = 3, train_size: int = 20000,
-                 val_size: int = 2000, test_size: int = 2000, val_fraction: float = 0.1, patch_size: int | None = None,
-                 root: str = "data", download: bool = True, batch_size: int = 64, eval_batch_size: int = 500,
-                 split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        images: str = "mnist",
+        language: str = "en",
+        max_digits: int = 3,
+        train_size: int = 20000,
+        val_size: int = 2000,
+        test_size: int = 2000,
+        val_fraction: float = 0.1,
+        patch_size: int | None = None,
+        root: str = "data",
+        download: bool = True,
+        batch_size: int = 64,
+        eval_batch_size: int = 500,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(batch_size, eval_batch_size)
-        check("data", max_digits=max_digits, train_size=train_size, val_size=val_size, test_size=test_size, patch_size=patch_size)
+        check(
+            "data",
+            max_digits=max_digits,
+            train_size=train_size,
+            val_size=val_size,
+            test_size=test_size,
+            patch_size=patch_size,
+        )
         for key, value, allowed in (("images", images, SCALE), ("language", language, WORDS)):
             if value not in allowed:
-                raise AttnexpError(f"data.{key}={value!r} is not an option of data=captions. Allowed: {', '.join(allowed)}.")
+                raise AttnexpError(
+                    f"data.{key}={value!r} is not an option of data=captions. Allowed: {', '.join(allowed)}."
+                )
         if not 0 < val_fraction < 1:
-            raise AttnexpError(f"data.val_fraction={val_fraction} must be between 0 and 1 (the share of training images "
-                               "kept for validation), e.g. 0.1.")
+            raise AttnexpError(
+                f"data.val_fraction={val_fraction} must be between 0 and 1 (the share of training images "
+                "kept for validation), e.g. 0.1."
+            )
         self.images, self.language, self.max_digits = images, language, max_digits
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.val_fraction, self.patch_size, self.root, self.download = val_fraction, patch_size, root, download
@@ -65,8 +90,11 @@ class CaptionsDataModule(Seq2SeqDataModule):
         from attnexp.data.digits import DigitsDataModule
         from attnexp.data.mnist import MNISTDataModule
 
-        source = (MNISTDataModule(root=self.root, download=self.download) if self.images == "mnist"
-                  else DigitsDataModule(test_size=DIGITS_TEST_SIZE, split_seed=self.split_seed))
+        source = (
+            MNISTDataModule(root=self.root, download=self.download)
+            if self.images == "mnist"
+            else DigitsDataModule(test_size=DIGITS_TEST_SIZE, split_seed=self.split_seed)
+        )
         train_x, train_y, test_x, test_y = source.load()
         return train_x.float() / SCALE[self.images], train_y.long(), test_x.float() / SCALE[self.images], test_y.long()
 
@@ -77,7 +105,11 @@ class CaptionsDataModule(Seq2SeqDataModule):
         val = order[: max(1, int(len(train_x) * self.val_fraction))]
         train = order[len(val) :]
         self.pool_index = {"train": train, "val": val}  # indices into the training images, for tests
-        return {"train": (train_x[train], train_y[train]), "val": (train_x[val], train_y[val]), "test": (test_x, test_y)}
+        return {
+            "train": (train_x[train], train_y[train]),
+            "val": (train_x[val], train_y[val]),
+            "test": (test_x, test_y),
+        }
 
     def build(self) -> None:
         pools = self.pools()
@@ -101,7 +133,13 @@ class CaptionsDataModule(Seq2SeqDataModule):
     def spec(self) -> dict[str, Any]:
         self.setup()
         _, channels, height, width = self.splits["train"][0].shape
-        return {"channels": channels, "image_height": height, "image_width": width, "patch_size": self.patch_size, **self.target_spec}
+        return {
+            "channels": channels,
+            "image_height": height,
+            "image_width": width,
+            "patch_size": self.patch_size,
+            **self.target_spec,
+        }
 
     def as_images(self, x: Tensor) -> Tensor:
         """Network inputs as images (N, C, H, W), for figures."""
@@ -126,11 +164,18 @@ def canvas_from_file(path: str, height: int, width: int, stats: dict[str, float]
         with Image.open(path) as file:
             grey = file.convert("L")
     except (OSError, UnidentifiedImageError) as err:
-        raise AttnexpError(f"Cannot read image={path} ({type(err).__name__}: {err}). Give a PNG or JPEG file of digits "
-                           "side by side, e.g. image=three_digits.png.") from err
+        raise AttnexpError(
+            f"Cannot read image={path} ({type(err).__name__}: {err}). Give a PNG or JPEG file of digits "
+            "side by side, e.g. image=three_digits.png."
+        ) from err
     scale = min(height / grey.height, width / grey.width)
     size = (max(1, round(grey.width * scale)), max(1, round(grey.height * scale)))
-    pixels = torch.from_numpy(np.asarray(grey.resize(size, Image.Resampling.BOX if scale < 1 else Image.Resampling.BILINEAR), dtype=np.float32) / 255.0)
+    pixels = torch.from_numpy(
+        np.asarray(
+            grey.resize(size, Image.Resampling.BOX if scale < 1 else Image.Resampling.BILINEAR), dtype=np.float32
+        )
+        / 255.0
+    )
     if pixels.mean() > 0.5:
         pixels = 1.0 - pixels
     canvas = torch.zeros(1, height, width)

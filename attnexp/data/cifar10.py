@@ -52,8 +52,12 @@ class CIFAR10DataModule(ImageDataModule):
         images = torch.from_numpy(split.data).permute(0, 3, 1, 2).contiguous()  # (N, H, W, C) -> (N, C, H, W) uint8
         labels = torch.as_tensor(split.targets, dtype=torch.long)
         if len(labels) != len(images) or labels.min() < 0 or labels.max() >= self.num_classes:
-            raise AttnexpError(self._problem(f"{len(images)} images with {len(labels)} labels, "
-                                             f"labels {labels.min()}..{labels.max()} (expected 0..9)"))
+            raise AttnexpError(
+                self._problem(
+                    f"{len(images)} images with {len(labels)} labels, "
+                    f"labels {labels.min()}..{labels.max()} (expected 0..9)"
+                )
+            )
         return images, labels
 
     def _read(self, train: bool) -> CIFAR10:

@@ -22,13 +22,24 @@ class DatesDataModule(Seq2SeqDataModule):
     source (day, month, year to year, month, day), so the cross-attention must learn a non-monotonic alignment.
     """
 
-    def __init__(self, first_year: int = 1950, last_year: int = 2049, train_size: int = 20000, val_size: int = 2000,
-                 test_size: int = 2000, batch_size: int = 64, eval_batch_size: int = 1000, split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        first_year: int = 1950,
+        last_year: int = 2049,
+        train_size: int = 20000,
+        val_size: int = 2000,
+        test_size: int = 2000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(batch_size, eval_batch_size)
         check("data", train_size=train_size, val_size=val_size, test_size=test_size)
         if not 1 <= first_year <= last_year <= 9999:
-            raise AttnexpError(f"data.first_year={first_year} and data.last_year={last_year} must satisfy 1 <= first_year "
-                               "<= last_year <= 9999, e.g. data.first_year=1950 data.last_year=2049.")
+            raise AttnexpError(
+                f"data.first_year={first_year} and data.last_year={last_year} must satisfy 1 <= first_year "
+                "<= last_year <= 9999, e.g. data.first_year=1950 data.last_year=2049."
+            )
         self.first, self.last = datetime.date(first_year, 1, 1), datetime.date(last_year, 12, 31)
         self.formats = formats_for(first_year, last_year)
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
@@ -54,13 +65,19 @@ class DatesDataModule(Seq2SeqDataModule):
             dates = [self.first + datetime.timedelta(days=order[i]) for i in picked]
             text[split] = [(render(d, self.formats[fmt[i]]), d.isoformat()) for i, d in zip(picked, dates)]
             start += self.sizes[split]
-        self.src_vocab = self.vocabulary("src_vocab", [c for s, _ in text["train"] for c in s], "char", SEQ2SEQ_SPECIALS)
-        self.tgt_vocab = self.vocabulary("tgt_vocab", [c for _, t in text["train"] for c in t], "char", SEQ2SEQ_SPECIALS)
+        self.src_vocab = self.vocabulary(
+            "src_vocab", [c for s, _ in text["train"] for c in s], "char", SEQ2SEQ_SPECIALS
+        )
+        self.tgt_vocab = self.vocabulary(
+            "tgt_vocab", [c for _, t in text["train"] for c in t], "char", SEQ2SEQ_SPECIALS
+        )
         self.src_len = max(len(s) for pairs in text.values() for s, _ in pairs)
         self.tgt_len = 10 + 2  # YYYY-MM-DD with [bos] and [eos]
         self.examples = text
         self.splits = {
-            split: (encode_rows([s for s, _ in text[split]], self.src_vocab, self.src_len, bos_eos=False),
-                    encode_rows([t for _, t in text[split]], self.tgt_vocab, self.tgt_len, bos_eos=True))
+            split: (
+                encode_rows([s for s, _ in text[split]], self.src_vocab, self.src_len, bos_eos=False),
+                encode_rows([t for _, t in text[split]], self.tgt_vocab, self.tgt_len, bos_eos=True),
+            )
             for split in SPLITS
         }

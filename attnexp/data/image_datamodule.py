@@ -85,10 +85,16 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
             )
         perm = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(self.split_seed))
         val_idx, train_idx = perm[: self.val_size], perm[self.val_size :]
-        raw = {"train": (train_x[train_idx], train_y[train_idx]), "val": (train_x[val_idx], train_y[val_idx]), "test": (test_x, test_y)}
+        raw = {
+            "train": (train_x[train_idx], train_y[train_idx]),
+            "val": (train_x[val_idx], train_y[val_idx]),
+            "test": (test_x, test_y),
+        }
         # Cut in the stored dtype (uint8 moves a quarter of float32's bytes), then one float copy, normalised in place.
         tokens = {name: self.to_tokens(x).to(torch.float32, copy=True) for name, (x, _) in raw.items()}
-        by_channel = {name: t.unflatten(-1, (self.channels, -1)) if self.patch_size else t for name, t in tokens.items()}  # (N, L, C, p*p) or (N, C, H, W)
+        by_channel = {
+            name: t.unflatten(-1, (self.channels, -1)) if self.patch_size else t for name, t in tokens.items()
+        }  # (N, L, C, p*p) or (N, C, H, W)
         std, mean = torch.std_mean(by_channel["train"], dim=(0, 1, 3) if self.patch_size else (0, 2, 3), keepdim=True)
         for view in by_channel.values():
             view.sub_(mean).div_(std.clamp_min(1e-6))

@@ -36,8 +36,12 @@ def tokens(expression: Expression) -> list[str]:
 
 def expression(rng: random.Random, depth: int, max_depth: int, max_args: int, nest: float) -> Expression:
     """A random operator node whose arguments are digits or, with probability ``nest`` below ``max_depth``, nodes."""
-    args = [expression(rng, depth + 1, max_depth, max_args, nest) if depth < max_depth and rng.random() < nest
-            else rng.randrange(10) for _ in range(rng.randint(2, max_args))]
+    args = [
+        expression(rng, depth + 1, max_depth, max_args, nest)
+        if depth < max_depth and rng.random() < nest
+        else rng.randrange(10)
+        for _ in range(rng.randint(2, max_args))
+    ]
     return (rng.choice(OPERATORS), args)
 
 
@@ -50,9 +54,19 @@ class ListOpsDataModule(SyntheticDataModule):
 
     num_classes = 10
 
-    def __init__(self, max_depth: int = 4, max_args: int = 5, max_length: int = 64, nest: float = 0.25,
-                 train_size: int = 20000, val_size: int = 1000, test_size: int = 1000, batch_size: int = 64,
-                 eval_batch_size: int = 1000, split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        max_depth: int = 4,
+        max_args: int = 5,
+        max_length: int = 64,
+        nest: float = 0.25,
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
         check("data", max_depth=max_depth, max_args=max_args, max_length=max_length)
         if max_args < 2 or max_length < 2 + max_args or not 0 <= nest < 1:

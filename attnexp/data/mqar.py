@@ -24,13 +24,33 @@ class MQARDataModule(SyntheticDataModule):
     ``answers_shown=false`` leaves a blank after each queried key instead of its value.
     """
 
-    def __init__(self, vocab: int = 256, seq_len: int = 64, num_pairs: int = 8, num_queries: int | None = None,
-                 train_size: int = 20000, val_size: int = 1000, test_size: int = 1000, batch_size: int = 64,
-                 eval_batch_size: int = 1000, split_seed: int = 0, power_a: float = 1.0, distinct_values: bool = False,
-                 answers_shown: bool = True) -> None:
+    def __init__(
+        self,
+        vocab: int = 256,
+        seq_len: int = 64,
+        num_pairs: int = 8,
+        num_queries: int | None = None,
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+        power_a: float = 1.0,
+        distinct_values: bool = False,
+        answers_shown: bool = True,
+    ) -> None:
         super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
-        check("data", vocab=vocab, seq_len=seq_len, num_pairs=num_pairs, num_queries=num_queries, power_a=power_a,
-              distinct_values=distinct_values, answers_shown=answers_shown)
+        check(
+            "data",
+            vocab=vocab,
+            seq_len=seq_len,
+            num_pairs=num_pairs,
+            num_queries=num_queries,
+            power_a=power_a,
+            distinct_values=distinct_values,
+            answers_shown=answers_shown,
+        )
         queries = num_pairs if num_queries is None else num_queries
         self.keys = (vocab - 1) // 2
         if queries > num_pairs or num_pairs > self.keys or 2 * num_pairs + 2 * queries > seq_len:
@@ -54,7 +74,9 @@ class MQARDataModule(SyntheticDataModule):
         x[:, 0 : 2 * p : 2], x[:, 1 : 2 * p : 2] = keys, values
         asked = distinct(n, q, 0, p, generator)  # (n, Q) which pairs are queried, in random order
         if self.power_a != 1:
-            asked = asked.sort(dim=1).values  # Zoology's order: the earlier pair takes the earlier-drawn (likely nearer) gap
+            asked = asked.sort(
+                dim=1
+            ).values  # Zoology's order: the earlier pair takes the earlier-drawn (likely nearer) gap
         at = 2 * p + 2 * self.gaps(n, q, (self.context - 2 * p) // 2, generator)  # (n, Q) where each query stands
         answer = values.gather(1, asked)  # (n, Q)
         x.scatter_(1, at, keys.gather(1, asked))

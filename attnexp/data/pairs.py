@@ -46,8 +46,15 @@ class PairsDataModule(Seq2SeqDataModule):
     and targets are as long as the longest in the file.
     """
 
-    def __init__(self, path: str | None = None, level: str = "word", val_fraction: float = 0.1, test_fraction: float = 0.1,
-                 batch_size: int = 64, eval_batch_size: int = 500) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        level: str = "word",
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        batch_size: int = 64,
+        eval_batch_size: int = 500,
+    ) -> None:
         super().__init__(batch_size, eval_batch_size)
         check_level(level)
         self.path, self.level = path, level
@@ -60,8 +67,10 @@ class PairsDataModule(Seq2SeqDataModule):
 
     def build(self) -> None:
         if self.path is None:
-            raise AttnexpError("data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target "
-                               "pair per line).")
+            raise AttnexpError(
+                "data=pairs needs a file: add data.path=/path/to/pairs.tsv (UTF-8, one source<TAB>target "
+                "pair per line)."
+            )
         pairs = read_pairs(self.path, self.level)
         parts = self.split(pairs)
         if not all(parts.values()):
@@ -73,12 +82,18 @@ class PairsDataModule(Seq2SeqDataModule):
                 "needs at least one pair. Use a file of at least "
                 f"{need} pairs (thousands to learn anything), or larger fractions."
             )
-        self.src_vocab = self.vocabulary("src_vocab", [t for s, _ in parts["train"] for t in s], self.level, SEQ2SEQ_SPECIALS)
-        self.tgt_vocab = self.vocabulary("tgt_vocab", [t for _, t in parts["train"] for t in t], self.level, SEQ2SEQ_SPECIALS)
+        self.src_vocab = self.vocabulary(
+            "src_vocab", [t for s, _ in parts["train"] for t in s], self.level, SEQ2SEQ_SPECIALS
+        )
+        self.tgt_vocab = self.vocabulary(
+            "tgt_vocab", [t for _, t in parts["train"] for t in t], self.level, SEQ2SEQ_SPECIALS
+        )
         self.src_len = max(len(s) for s, _ in pairs)
         self.tgt_len = max(len(t) for _, t in pairs) + 2  # with [bos] and [eos]
         self.splits = {
-            split: (encode_rows([s for s, _ in parts[split]], self.src_vocab, self.src_len, bos_eos=False),
-                    encode_rows([t for _, t in parts[split]], self.tgt_vocab, self.tgt_len, bos_eos=True))
+            split: (
+                encode_rows([s for s, _ in parts[split]], self.src_vocab, self.src_len, bos_eos=False),
+                encode_rows([t for _, t in parts[split]], self.tgt_vocab, self.tgt_len, bos_eos=True),
+            )
             for split in SPLITS
         }

@@ -14,7 +14,9 @@ def majority(train_keys: Tensor, train_y: Tensor, keys: Tensor, y: Tensor) -> fl
     classes = int(max(train_y.max(), y.max())) + 1
     table, ids = torch.unique(torch.cat([train_keys, keys]), dim=0, return_inverse=True)
     train_ids, ids = ids[: len(train_keys)], ids[len(train_keys) :]
-    counts = torch.zeros(len(table), classes, dtype=torch.long).index_put_((train_ids, train_y), torch.ones_like(train_y), accumulate=True)
+    counts = torch.zeros(len(table), classes, dtype=torch.long).index_put_(
+        (train_ids, train_y), torch.ones_like(train_y), accumulate=True
+    )
     guess = counts.argmax(1)
     unseen = counts.sum(1) == 0
     guess[unseen] = int(torch.bincount(train_y, minlength=classes).argmax())
@@ -24,8 +26,11 @@ def majority(train_keys: Tensor, train_y: Tensor, keys: Tensor, y: Tensor) -> fl
 def sequence_chance(train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor]) -> float:
     """Sequence classification: the best of the majority guess overall, by input length, by first token (a ListOps
     expression's outer operator) and by both."""
+
     def features(x: Tensor) -> Tensor:
-        return torch.stack([torch.zeros_like(x[:, 0]), (x != 0).sum(1), x[:, 0]], dim=1)  # (n, 3): nothing, length, first
+        return torch.stack(
+            [torch.zeros_like(x[:, 0]), (x != 0).sum(1), x[:, 0]], dim=1
+        )  # (n, 3): nothing, length, first
 
     (tx, ty), (vx, vy) = train, val
     ft, fv = features(tx), features(vx)

@@ -18,20 +18,33 @@ class RecallDataModule(SyntheticDataModule):
     earlier occurrence and copying what came after it (an induction head, usually two layers).
     """
 
-    def __init__(self, vocab: int = 32, seq_len: int = 64, train_size: int = 20000, val_size: int = 1000,
-                 test_size: int = 1000, batch_size: int = 64, eval_batch_size: int = 1000, split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab: int = 32,
+        seq_len: int = 64,
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
         check("data", vocab=vocab, seq_len=seq_len)
         if vocab < 3 or seq_len < 4:
-            raise AttnexpError(f"data.vocab={vocab} and data.seq_len={seq_len} are too small for recall: it needs "
-                               "at least 3 tokens and 4 positions (query, answer, filler, query). E.g. data.vocab=32 data.seq_len=64.")
+            raise AttnexpError(
+                f"data.vocab={vocab} and data.seq_len={seq_len} are too small for recall: it needs "
+                "at least 3 tokens and 4 positions (query, answer, filler, query). E.g. data.vocab=32 data.seq_len=64."
+            )
         self.vocab_size, self.context = vocab, seq_len
 
     def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         query = torch.randint(0, self.vocab_size, (n, 1), generator=generator)  # (n, 1)
         filler = torch.randint(0, self.vocab_size - 1, (n, self.context), generator=generator)
         x = filler + (filler >= query).long()  # (n, L) every token but the query
-        first = torch.randint(0, self.context - 2, (n, 1), generator=generator)  # its first occurrence, an answer after it
+        first = torch.randint(
+            0, self.context - 2, (n, 1), generator=generator
+        )  # its first occurrence, an answer after it
         x.scatter_(1, first, query)
         x[:, -1:] = query
         y = torch.full_like(x, NO_TARGET)

@@ -20,9 +20,18 @@ class SelectiveCopyDataModule(SyntheticDataModule):
     hold ``seq_len + num_tokens`` tokens.
     """
 
-    def __init__(self, vocab: int = 16, seq_len: int = 64, num_tokens: int = 8, train_size: int = 20000,
-                 val_size: int = 1000, test_size: int = 1000, batch_size: int = 64, eval_batch_size: int = 1000,
-                 split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab: int = 16,
+        seq_len: int = 64,
+        num_tokens: int = 8,
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
         check("data", vocab=vocab, seq_len=seq_len, num_tokens=num_tokens)
         if vocab < 3 or num_tokens > seq_len:

@@ -99,4 +99,3 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
                 "trained with (a changed data file or data setting). Resume or test with the data and settings of the "
                 "training run, or start a new run."
             )
-

@@ -26,14 +26,26 @@ class SeqOpsDataModule(SyntheticDataModule):
 
     apart = ("test",)
 
-    def __init__(self, op: str = "copy", vocab: int = 16, train_max_len: int = 16,
-                 test_lengths: tuple[int, ...] = (8, 16, 24, 32), train_size: int = 20000, val_size: int = 1000,
-                 test_size: int = 1000, batch_size: int = 64, eval_batch_size: int = 1000, split_seed: int = 0) -> None:
+    def __init__(
+        self,
+        op: str = "copy",
+        vocab: int = 16,
+        train_max_len: int = 16,
+        test_lengths: tuple[int, ...] = (8, 16, 24, 32),
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
+    ) -> None:
         super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
         check("data", vocab=vocab, train_max_len=train_max_len)
         lengths = [int(n) for n in test_lengths]
         if op not in OPS:
-            raise AttnexpError(f"data.op={op!r} is not a sequence operation. Allowed: {', '.join(OPS)}; e.g. data.op=reverse.")
+            raise AttnexpError(
+                f"data.op={op!r} is not a sequence operation. Allowed: {', '.join(OPS)}; e.g. data.op=reverse."
+            )
         if vocab < 3 or not lengths or min(lengths) < 1:
             raise AttnexpError(
                 f"data.vocab={vocab} and data.test_lengths={lengths} cannot make sequences: the vocabulary holds the "
@@ -46,7 +58,10 @@ class SeqOpsDataModule(SyntheticDataModule):
     def generate(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """Train and val: lengths 1 to ``train_max_len``, uniformly."""
         length = torch.randint(1, self.train_max_len + 1, (n,), generator=generator)
-        x, y = torch.full((n, self.context), PAD, dtype=torch.long), torch.full((n, self.context), NO_TARGET, dtype=torch.long)
+        x, y = (
+            torch.full((n, self.context), PAD, dtype=torch.long),
+            torch.full((n, self.context), NO_TARGET, dtype=torch.long),
+        )
         for m in length.unique().tolist():
             rows = (length == m).nonzero().flatten()
             x[rows], y[rows] = self.of_length(len(rows), m, generator)
@@ -56,7 +71,10 @@ class SeqOpsDataModule(SyntheticDataModule):
         """The test split: equal shares of each test length, none of them a train or val input."""
         lengths, n = self.test_lengths, self.sizes["test"]
         shares = [n // len(lengths) + (i < n % len(lengths)) for i in range(len(lengths))]
-        parts = [self.fresh(k, partial(self.of_length, m=m, generator=generator), seen, split) for m, k in zip(lengths, shares)]
+        parts = [
+            self.fresh(k, partial(self.of_length, m=m, generator=generator), seen, split)
+            for m, k in zip(lengths, shares)
+        ]
         return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
     def of_length(self, n: int, m: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:

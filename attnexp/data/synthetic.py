@@ -36,10 +36,18 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
     num_classes: int | None = None  # set for sequence classification (one label per input)
     apart: tuple[str, ...] = ()  # splits drawn from a distribution of their own (:meth:`draw_apart`)
 
-    def __init__(self, train_size: int, val_size: int, test_size: int, batch_size: int, eval_batch_size: int, split_seed: int) -> None:
+    def __init__(
+        self, train_size: int, val_size: int, test_size: int, batch_size: int, eval_batch_size: int, split_seed: int
+    ) -> None:
         super().__init__()
-        check("data", train_size=train_size, val_size=val_size, test_size=test_size, batch_size=batch_size,
-              eval_batch_size=eval_batch_size)
+        check(
+            "data",
+            train_size=train_size,
+            val_size=val_size,
+            test_size=test_size,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+        )
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
         self.splits: dict[str, tuple[Tensor, Tensor]] = {}
@@ -63,7 +71,9 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
             return
         generator = torch.Generator().manual_seed(self.split_seed * 1_000_003)
         pooled = [s for s in SPLITS if s not in self.apart]
-        x, y = self.fresh(sum(self.sizes[s] for s in pooled), lambda n: self.generate(n, generator), set(), " + ".join(pooled))
+        x, y = self.fresh(
+            sum(self.sizes[s] for s in pooled), lambda n: self.generate(n, generator), set(), " + ".join(pooled)
+        )
         order = torch.randperm(len(x), generator=generator)
         start = 0
         for split in pooled:
@@ -76,7 +86,9 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
         measure = sequence_chance if self.num_classes else partial(answer_chance, unscored=NO_TARGET)
         self.chance = measure(self.splits["train"], self.splits["val"])
 
-    def fresh(self, wanted: int, draw: Callable[[int], tuple[Tensor, Tensor]], seen: set[bytes], split: str) -> tuple[Tensor, Tensor]:
+    def fresh(
+        self, wanted: int, draw: Callable[[int], tuple[Tensor, Tensor]], seen: set[bytes], split: str
+    ) -> tuple[Tensor, Tensor]:
         """``wanted`` examples from ``draw(n)`` with distinct inputs, none in ``seen``, drawing more where some
         were not."""
         xs, ys, kept, taken = [], [], 0, set(seen)
@@ -112,10 +124,15 @@ def distinct(n: int, k: int, low: int, high: int, generator: torch.Generator) ->
     The ranks of uniform draws, taken a block of rows at a time so a large range (a vocabulary of 8192) fits in
     memory."""
     rows = max(1, 2**24 // (high - low))
-    return torch.cat([
-        torch.rand(min(rows, n - start), high - low, generator=generator).topk(k, dim=1, largest=False).indices
-        for start in range(0, max(n, 1), rows)
-    ]) + low
+    return (
+        torch.cat(
+            [
+                torch.rand(min(rows, n - start), high - low, generator=generator).topk(k, dim=1, largest=False).indices
+                for start in range(0, max(n, 1), rows)
+            ]
+        )
+        + low
+    )
 
 
 def positions(n: int, k: int, slots: int, generator: torch.Generator) -> Tensor:

@@ -43,7 +43,9 @@ def read_text(path: str, data: str = "text", example: str = "book.txt") -> str:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        at = err.start + (len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0)  # the error counts after a BOM
+        at = err.start + (
+            len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+        )  # the error counts after a BOM
         line = raw[:at].count(b"\n") + 1
         raise AttnexpError(
             f"data.path={path} is not UTF-8 text: byte {at} (line {line}) is 0x{raw[at]:02x}, which UTF-8 "
@@ -110,7 +112,14 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
     ) -> None:
         super().__init__()
         check_level(level)
-        check("data", context=context, stride=stride, batch_size=batch_size, eval_batch_size=eval_batch_size, windows=windows)
+        check(
+            "data",
+            context=context,
+            stride=stride,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+            windows=windows,
+        )
         self.windows = windows
         stride = context if stride is None else stride
         self.path, self.level, self.context, self.stride = path, level, context, stride

@@ -22,7 +22,12 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     (across), on the scale of the colour bar ([0, 1] unless a weight lies outside it).  # maps[i]: (H, T_i, S_i)"""
     rows, heads = len(maps), maps[0].shape[0]
     width = max(len(s) for s in sources)
-    fig, axes = plt.subplots(rows, heads, figsize=(0.6 + heads * (0.9 + 0.17 * width), rows * (0.9 + 0.2 * max(map(len, outputs)))), squeeze=False)
+    fig, axes = plt.subplots(
+        rows,
+        heads,
+        figsize=(0.6 + heads * (0.9 + 0.17 * width), rows * (0.9 + 0.2 * max(map(len, outputs)))),
+        squeeze=False,
+    )
     scale = weight_scale(maps)
     for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):
         for h in range(heads):
@@ -38,7 +43,9 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     return fig
 
 
-def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None) -> plt.Figure:
+def caption_figure(
+    images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None
+) -> plt.Figure:
     """One row per image: the image titled with its predicted caption (red when wrong), then per predicted
     token the last decoder block's cross-attention over the image patches (mean over heads), upsampled to the
     image as a heat overlay (none without ``maps``).  # images (N, C, H, W); maps[i]: (H, T_i, S), S patches in
@@ -65,7 +72,10 @@ def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], 
             shown, style = overlay(h)
             axes[r, c].imshow(shown, alpha=0.55, **style)
             axes[r, c].set_title(token, fontsize=7)
-    fig.suptitle("predicted caption (red: wrong)" + (", and each token's attention over the image" if maps is not None else ""), fontsize=9)
+    fig.suptitle(
+        "predicted caption (red: wrong)" + (", and each token's attention over the image" if maps is not None else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 

@@ -29,7 +29,12 @@ def weight_scale(maps: list[Tensor]) -> dict:
 def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:
     """One row per sample: the input, then every layer's attention per head (queries down, keys across, by patch
     index; all on one scale: :func:`weight_scale`). None when no layer has (B, H, L, L) weights."""
-    panels = [(f"layer {i} head {h}", m[:, h]) for i, m in enumerate(maps) if m is not None and m.dim() == 4 for h in range(m.shape[1])]
+    panels = [
+        (f"layer {i} head {h}", m[:, h])
+        for i, m in enumerate(maps)
+        if m is not None and m.dim() == 4
+        for h in range(m.shape[1])
+    ]
     if not panels:
         return None
     cells: list[Any] = []
@@ -43,7 +48,9 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
     grid = fig.axes[0]
     box = grid.get_position()
     grid.set_position((0.0, box.y0, width / (width + 1.0), box.height))
-    bar = fig.add_axes(((width + 0.15) / (width + 1.0), box.y0 + 0.1 * box.height, 0.15 / (width + 1.0), 0.8 * box.height))
+    bar = fig.add_axes(
+        ((width + 0.15) / (width + 1.0), box.y0 + 0.1 * box.height, 0.15 / (width + 1.0), 0.8 * box.height)
+    )
     fig.colorbar(grid.images[1], cax=bar, label="attention weight")
     return fig
 
@@ -56,7 +63,8 @@ def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
 
     ax = fig.axes[0]
     for image in [im for im in ax.images if im.get_extent()[0] < 1]:  # the first column: the inputs
-        rows, cols = (n // patch for n in image.get_array().shape[:2])  # type: ignore[union-attr]  # drawn: it has an array
+        drawn = image.get_array()  # drawn: it has an array
+        rows, cols = (n // patch for n in drawn.shape[:2])  # type: ignore[union-attr]
         left, right, bottom, top = image.get_extent()
         dx, dy = (right - left) / cols, (top - bottom) / rows  # per patch, in the axes' units (y runs downwards)
         for k in range(1, cols):
@@ -65,8 +73,16 @@ def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
             ax.plot([left, right], [bottom + k * dy] * 2, color="tab:orange", linewidth=0.8)
         size = min(9.0, 0.35 * 72 * (right - left) * fig.get_size_inches()[0] / ax.get_xlim()[1] / cols)
         for n in range(rows * cols):  # in each patch's top left corner, where it hides least of the image
-            ax.text(left + (n % cols + 0.06) * dx, top - (n // cols + 0.04) * dy, str(n), ha="left", va="top",
-                    fontsize=size, color="white", path_effects=[effects.withStroke(linewidth=1.5, foreground="black")])
+            ax.text(
+                left + (n % cols + 0.06) * dx,
+                top - (n // cols + 0.04) * dy,
+                str(n),
+                ha="left",
+                va="top",
+                fontsize=size,
+                color="white",
+                path_effects=[effects.withStroke(linewidth=1.5, foreground="black")],
+            )
         if tokens == rows * cols + 1:
             ax.text((left + right) / 2, bottom + 0.02, f"{tokens - 1}: class token", ha="center", va="top", fontsize=9)
 
@@ -77,11 +93,18 @@ def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
     gates = [(i, m.reshape(len(m), -1).float()) for i, m in enumerate(maps) if m is not None and m.dim() < 4]
     if not gates:
         return None
-    fig, axes = plt.subplots(len(gates), 1, figsize=(max(4.0, 0.25 * gates[0][1].shape[1] + 1.5), 2.6 * len(gates)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(gates), 1, figsize=(max(4.0, 0.25 * gates[0][1].shape[1] + 1.5), 2.6 * len(gates)), squeeze=False
+    )
     for ax, (i, g) in zip(axes[:, 0], gates):
         channels = range(g.shape[1])
         ax.bar(channels, g.mean(0), yerr=g.std(0) if len(g) > 1 else None, color="tab:green", capsize=2)
-        ax.set(ylim=(0, 1), xlabel="channel", ylabel="gate", title=f"layer {i} squeeze-excitation gates (mean, std over {len(g)} inputs)")
+        ax.set(
+            ylim=(0, 1),
+            xlabel="channel",
+            ylabel="gate",
+            title=f"layer {i} squeeze-excitation gates (mean, std over {len(g)} inputs)",
+        )
         ax.set_xticks(list(channels)[:: max(1, g.shape[1] // 16)])
     fig.tight_layout()
     return fig
@@ -90,8 +113,14 @@ def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
 def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: int = 8) -> plt.Figure:
     """Grid of images titled ``true -> predicted``; wrong predictions in red."""
     cells = [
-        (i // columns, i % columns, image.permute(1, 2, 0).squeeze(-1), f"{t} -> {p}", {"cmap": "gray"},
-         {"fontsize": 9, "color": "black" if t == p else "red"})
+        (
+            i // columns,
+            i % columns,
+            image.permute(1, 2, 0).squeeze(-1),
+            f"{t} -> {p}",
+            {"cmap": "gray"},
+            {"fontsize": 9, "color": "black" if t == p else "red"},
+        )
         for i, (image, t, p) in enumerate(zip(images, targets.tolist(), preds.tolist()))
     ]
     fig = panel_figure(cells, -(-len(images) // columns), columns, (1.4, 1.5), top=0.35)
@@ -100,8 +129,12 @@ def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: i
 
 
 def panel_figure(
-    cells: list[tuple[int, int, Tensor, str, dict, dict]], rows: int, columns: int, size: tuple[float, float],
-    axis_labels: tuple[str, str] | None = None, top: float = 0.0,
+    cells: list[tuple[int, int, Tensor, str, dict, dict]],
+    rows: int,
+    columns: int,
+    size: tuple[float, float],
+    axis_labels: tuple[str, str] | None = None,
+    top: float = 0.0,
 ) -> plt.Figure:
     """Panels (row, column, image, title, imshow options, title options) on a grid of ``size``-inch cells, each
     image a square under its title; ``axis_labels`` (down, across) mark the first and last index of every panel

@@ -39,7 +39,12 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
 
 
 def next_token_figure(
-    prefix: list[str], probs: Tensor, vocab: list[str], target: str | None, top_k: int = 15, entropy: float | None = None
+    prefix: list[str],
+    probs: Tensor,
+    vocab: list[str],
+    target: str | None,
+    top_k: int = 15,
+    entropy: float | None = None,
 ) -> plt.Figure:
     """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
     top = probs.topk(min(top_k, len(probs)))
@@ -51,6 +56,8 @@ def next_token_figure(
     ax.set_ylabel("probability")
     shown = " ".join(prefix[-8:])
     sure = "" if entropy is None else f", entropy {entropy:.2f} nats"
-    ax.set_title(f"next token after '{shown}'" + (f" (true: {target!r}{sure})" if target is not None else ""), fontsize=9)
+    ax.set_title(
+        f"next token after '{shown}'" + (f" (true: {target!r}{sure})" if target is not None else ""), fontsize=9
+    )
     fig.tight_layout()
     return fig

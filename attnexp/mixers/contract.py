@@ -92,7 +92,8 @@ def make_mixer(factory: Callable[..., nn.Module], **request: Any) -> nn.Module:
     mixer = factory(**request)
     if not isinstance(getattr(mixer, "request", None), MixerRequest):
         asked = {**getattr(factory, "keywords", {}), **request}
-        mixer.request = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})  # type: ignore[assignment]
+        kept = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})
+        mixer.request = kept  # type: ignore[assignment]
     weight_kind(mixer)
     return mixer
 
@@ -110,8 +111,10 @@ def weight_kind(mixer: nn.Module) -> str:
             kind = DISTRIBUTIONS if names["distributions"] else NON_NEGATIVE
             break
     if kind not in WEIGHT_KINDS:
-        raise AttnexpError(f"{type(mixer).__name__}.weight_kind = {kind!r} is not a kind of weights. Allowed: "
-                           f"{', '.join(map(repr, WEIGHT_KINDS))} (rows that sum to 1; no weight below 0; either sign).")
+        raise AttnexpError(
+            f"{type(mixer).__name__}.weight_kind = {kind!r} is not a kind of weights. Allowed: "
+            f"{', '.join(map(repr, WEIGHT_KINDS))} (rows that sum to 1; no weight below 0; either sign)."
+        )
     return kind
 
 
@@ -142,12 +145,16 @@ def refuse_misshapen_output(mixer: nn.Module, args: tuple, kwargs: dict, result:
         return
     out = result[0] if isinstance(result, tuple) and len(result) == 2 else None
     if not isinstance(out, Tensor):
-        raise MixerError(f"{where_defined(mixer)} returned {type(result).__name__}: a mixer returns a pair (output, "
-                         "weights or None).")
+        raise MixerError(
+            f"{where_defined(mixer)} returned {type(result).__name__}: a mixer returns a pair (output, "
+            "weights or None)."
+        )
     if out.shape != x.shape:
-        raise MixerError(f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)} for tokens of shape "
-                         f"{tuple(x.shape)}: a mixer returns (batch, tokens, width) = {tuple(x.shape)}, the shape of "
-                         "the tokens it mixes.")
+        raise MixerError(
+            f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)} for tokens of shape "
+            f"{tuple(x.shape)}: a mixer returns (batch, tokens, width) = {tuple(x.shape)}, the shape of "
+            "the tokens it mixes."
+        )
 
 
 def is_mixer(module: object) -> bool:
@@ -159,14 +166,20 @@ def check_inputs(x: Tensor, context: Tensor, mask: Tensor | None, heads: int = 1
     """Refuse inputs that would broadcast into wrong numbers: a context of another batch, a mask that is not
     boolean or does not broadcast to (B, H, Lq, Lk). (A width other than the projections' is refused by them.)"""
     if x.dim() != 3 or context.dim() != 3:
-        raise ValueError(f"a mixer takes x (batch, tokens, width) and a context (batch, tokens, width); got x "
-                         f"{tuple(x.shape)} and context {tuple(context.shape)}.")
+        raise ValueError(
+            f"a mixer takes x (batch, tokens, width) and a context (batch, tokens, width); got x "
+            f"{tuple(x.shape)} and context {tuple(context.shape)}."
+        )
     if context.shape[0] != x.shape[0]:
-        raise ValueError(f"the context's batch ({context.shape[0]}) differs from the queries' ({x.shape[0]}): each "
-                         "query sequence attends to its own context sequence.")
+        raise ValueError(
+            f"the context's batch ({context.shape[0]}) differs from the queries' ({x.shape[0]}): each "
+            "query sequence attends to its own context sequence."
+        )
     if mask is None:
         return
     full = (x.shape[0], heads, x.shape[1], context.shape[1])
     if mask.dtype != torch.bool or mask.dim() > 4 or any(m not in (1, f) for m, f in zip(mask.shape[::-1], full[::-1])):
-        raise ValueError(f"the attention mask must be boolean (True = may attend) and broadcast to (batch, heads, "
-                         f"queries, keys) = {full}; got {mask.dtype} {tuple(mask.shape)}.")
+        raise ValueError(
+            f"the attention mask must be boolean (True = may attend) and broadcast to (batch, heads, "
+            f"queries, keys) = {full}; got {mask.dtype} {tuple(mask.shape)}."
+        )

@@ -28,7 +28,11 @@ class CosineAttention(MultiHeadAttention):
         if temperature == "learned":
             start = math.log(math.sqrt(self.head_dim))
             self.log_temperature = nn.Parameter(torch.full((self.heads, 1, 1), start))  # (H, 1, 1)
-        elif isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and 0 < temperature <= MAX_TEMPERATURE:
+        elif (
+            isinstance(temperature, (int, float))
+            and not isinstance(temperature, bool)
+            and 0 < temperature <= MAX_TEMPERATURE
+        ):
             self.register_buffer("log_temperature", torch.full((self.heads, 1, 1), math.log(temperature)))
         else:
             raise AttnexpError(

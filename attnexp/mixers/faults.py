@@ -34,12 +34,17 @@ def raised_in_mixer(err: BaseException) -> Origin | None:
     """Where an error raised while a mixer ran (not while it was built) comes from: the mixer, and the innermost line
     of its call outside torch and the standard library; None for an error raised elsewhere."""
     frames = list(traceback.walk_tb(err.__traceback__))
-    start = next((i for i, (frame, _) in enumerate(frames) if frame.f_code.co_name != "__init__" and is_mixer(owner(frame))), None)
+    start = next(
+        (i for i, (frame, _) in enumerate(frames) if frame.f_code.co_name != "__init__" and is_mixer(owner(frame))),
+        None,
+    )
     if start is None:
         return None
     inside = [(f, line) for f, line in frames[start:] if not in_library(Path(f.f_code.co_filename))]
     frame, line = inside[-1] if inside else frames[start]
-    return Origin(type(owner(frames[start][0])).__name__, shown(Path(frame.f_code.co_filename)), line, frame.f_code.co_name)
+    return Origin(
+        type(owner(frames[start][0])).__name__, shown(Path(frame.f_code.co_filename)), line, frame.f_code.co_name
+    )
 
 
 def explain_mixer_failure(err: BaseException) -> BaseException:
@@ -50,8 +55,10 @@ def explain_mixer_failure(err: BaseException) -> BaseException:
     if origin is None:
         return err
     text = " ".join(str(cause).split()) or "(no message)"
-    explained = MixerError(f"the mixer {origin.mixer} raised {type(cause).__name__}: {text} (at {origin.file}:"
-                           f"{origin.line}, in {origin.function}).")
+    explained = MixerError(
+        f"the mixer {origin.mixer} raised {type(cause).__name__}: {text} (at {origin.file}:"
+        f"{origin.line}, in {origin.function})."
+    )
     explained.__cause__ = err
     return explained
 

@@ -14,8 +14,14 @@ from attnexp.mixers.contract import DISTRIBUTIONS, SIGNED
 PEAKED = 0.99  # a row whose largest weight passes this attends to (almost) one key
 
 
-def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: Tensor | None = None,
-                    self_attention: bool = True, kind: str = DISTRIBUTIONS) -> dict[str, float]:
+def attention_stats(
+    weights: Tensor,
+    scores: Tensor | None,
+    causal: bool,
+    mask: Tensor | None = None,
+    self_attention: bool = True,
+    kind: str = DISTRIBUTIONS,
+) -> dict[str, float]:
     """Means over samples, heads and query rows of one layer's attention.  # weights, scores: (B, H, Lq, Lk)
 
     ``mask`` is the layer's (True = may attend, broadcast to (B, H, Lq, Lk); e.g. a key padding mask).
@@ -46,21 +52,28 @@ def attention_stats(weights: Tensor, scores: Tensor | None, causal: bool, mask: 
     top = w.amax(-1)[..., rows]  # (B, H, rows), or (rows,) with a mask
     if kind == DISTRIBUTIONS:
         entropy = -(w * w.clamp_min(1e-30).log()).sum(-1)[..., rows]
-        stats = {"entropy": (entropy / keys[rows].log()).mean().item(), "max_weight": top.mean().item(),
-                 "peaked": (top > PEAKED).float().mean().item()}
+        stats = {
+            "entropy": (entropy / keys[rows].log()).mean().item(),
+            "max_weight": top.mean().item(),
+            "peaked": (top > PEAKED).float().mean().item(),
+        }
     else:
         stats = {"mass": w.sum(-1)[..., rows].mean().item(), "max_weight": top.mean().item()}
     if kind == SIGNED:
-        stats.update(negative_mass=(-w).clamp_min(0).sum(-1)[..., rows].mean().item(),
-                     min_weight=w.masked_fill(~allowed, math.inf).amin(-1)[..., rows].mean().item())
+        stats.update(
+            negative_mass=(-w).clamp_min(0).sum(-1)[..., rows].mean().item(),
+            min_weight=w.masked_fill(~allowed, math.inf).amin(-1)[..., rows].mean().item(),
+        )
     if self_attention and lq == lk:
         stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
     if scores is not None:
         s = scores.float()[..., allowed]  # (B, H, allowed pairs), or (allowed pairs,) with a mask
         finite = s[torch.isfinite(s)]
-        stats.update(score_min=finite.min().item() if finite.numel() else math.nan,
-                     score_max=finite.max().item() if finite.numel() else math.nan,
-                     nonfinite=float((~torch.isfinite(s)).sum()))
+        stats.update(
+            score_min=finite.min().item() if finite.numel() else math.nan,
+            score_max=finite.max().item() if finite.numel() else math.nan,
+            nonfinite=float((~torch.isfinite(s)).sum()),
+        )
     return stats
 
 
@@ -78,7 +91,9 @@ class CallRecorder:
     def __init__(self, mixer: nn.Module) -> None:
         self.calls: list[dict[str, Any]] = []
         self.scores: Tensor | None = None
-        self.hooks = [mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True)]
+        self.hooks = [
+            mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True)
+        ]
         tap = getattr(mixer, "hook_scores", None)
         if isinstance(tap, nn.Module):
             self.hooks.append(tap.register_forward_hook(self.keep_scores))

@@ -41,8 +41,10 @@ class DenseMixer(TokenMixer):
         self, x: Tensor, context: Tensor | None = None, mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         if context is not None or mask is not None:
-            raise AttnexpError("The mlp token mixer mixes the tokens of x with each other by fixed weights: it cannot attend "
-                               "to a context (cross-attention) or leave out masked tokens. Pick an attention mixer, e.g. model=dot.")
+            raise AttnexpError(
+                "The mlp token mixer mixes the tokens of x with each other by fixed weights: it cannot attend "
+                "to a context (cross-attention) or leave out masked tokens. Pick an attention mixer, e.g. model=dot."
+            )
         if x.shape[1] != self.num_tokens:
             raise ValueError(f"the mlp mixer was built for {self.num_tokens} tokens, got {x.shape[1]}.")
         if self.shared_over_channels:

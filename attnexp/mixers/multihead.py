@@ -55,8 +55,9 @@ def attention_weights(scores: Tensor, mask: Tensor | None, normalise: Normaliser
     return zero_empty_rows(normalise(scores, mask), mask)
 
 
-def attention(scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0,
-              normalise: Normaliser = softmax) -> tuple[Tensor, Tensor]:
+def attention(
+    scores: Tensor, v: Tensor, mask: Tensor | None, dropout: float = 0.0, normalise: Normaliser = softmax
+) -> tuple[Tensor, Tensor]:
     """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
 
     The steps every attention mixer shares, written once: :func:`attention_weights`, then dropout and ``@ v``.
@@ -80,15 +81,21 @@ class MultiHeadAttention(TokenMixer):
 
     fused_paths: tuple[str, ...] = ()
     fused_dropout = True
-    weight_kind = DISTRIBUTIONS  # softmax: each row sums to 1 (0 when fully masked); another normaliser says what its are
+    weight_kind = (
+        DISTRIBUTIONS  # softmax: each row sums to 1 (0 when fully masked); another normaliser says what its are
+    )
     permutation_equivariant = True  # no positions inside: a mixer that adds some says False
 
-    def __init__(self, dim: int, *, dropout: float = 0.0, bias: bool = True, path: str = "auto", **request: Any) -> None:
+    def __init__(
+        self, dim: int, *, dropout: float = 0.0, bias: bool = True, path: str = "auto", **request: Any
+    ) -> None:
         super().__init__(dim, **request)
         heads, causal, out_proj = self.request.heads, self.request.causal, self.request.out_proj
         check("model", heads=heads, dropout=dropout)
         if heads > dim:
-            raise AttnexpError(f"heads must be between 1 and dim={dim}, got heads={heads}. Pick heads from {divisors(dim)}.")
+            raise AttnexpError(
+                f"heads must be between 1 and dim={dim}, got heads={heads}. Pick heads from {divisors(dim)}."
+            )
         if dim % heads:
             raise AttnexpError(
                 f"dim={dim} is not divisible by heads={heads}: each head needs dim/heads channels. "
@@ -96,11 +103,15 @@ class MultiHeadAttention(TokenMixer):
             )
         allowed = ("auto", EXPLICIT, *self.fused_paths)
         if path not in allowed:
-            raise AttnexpError(f"model.path={path!r} is not a path of this mixer. Allowed: {', '.join(allowed)} "
-                               "(auto: the fastest that applies; explicit: the formula through autograd).")
+            raise AttnexpError(
+                f"model.path={path!r} is not a path of this mixer. Allowed: {', '.join(allowed)} "
+                "(auto: the fastest that applies; explicit: the formula through autograd)."
+            )
         if path in self.fused_paths and dropout > 0 and not self.fused_dropout:
-            raise AttnexpError(f"model.path={path} has no attention dropout, and model.dropout={dropout}. Use "
-                               "model.path=auto (the explicit formula while dropout is on) or model.dropout=0.")
+            raise AttnexpError(
+                f"model.path={path} has no attention dropout, and model.dropout={dropout}. Use "
+                "model.path=auto (the explicit formula while dropout is on) or model.dropout=0."
+            )
         self.dim, self.heads, self.head_dim = dim, heads, dim // heads
         self.dropout, self.causal, self.path = dropout, causal, path
         self.q_proj = nn.Linear(dim, dim, bias=bias)
@@ -148,8 +159,9 @@ class MultiHeadAttention(TokenMixer):
         # q (B, H, Lq, E), k (B, H, Lk, E), v (B, H, Lk, Dv) -> (B, H, Lq, Dv)"""
         mask = None if mask is None else self.full_mask(mask, q, k)
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
-                                             is_causal=self.causal and mask is None, scale=scale)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=self.causal and mask is None, scale=scale
+        )
         return zero_empty_rows(out, mask)
 
     def auto_path(self, device: torch.device, head_dim: int) -> str:
@@ -164,7 +176,9 @@ class MultiHeadAttention(TokenMixer):
             return EXPLICIT
         return self.auto_path(device, self.head_dim) if self.path == "auto" else self.path
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
         """normalise(score) @ v on the path :meth:`path_for` picks.  # (B, H, Lq, D)"""
         path = self.path_for(q.device, need_weights)
         if path != EXPLICIT:

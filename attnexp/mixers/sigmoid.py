@@ -27,10 +27,13 @@ class SigmoidAttention(DotAttention):
 
     def __init__(self, dim: int, *, score_bias: float | None = None, **options: Any) -> None:
         super().__init__(dim, **options)
-        if score_bias is not None and (isinstance(score_bias, bool) or not isinstance(score_bias, (int, float))
-                                       or not math.isfinite(score_bias)):
-            raise AttnexpError(f"model.score_bias={score_bias!r} is not allowed: it is b in sigmoid(q.k/sqrt(d) + b), a "
-                               "finite number such as -2.0, or null for b = -log n (n: the keys each row may see).")
+        if score_bias is not None and (
+            isinstance(score_bias, bool) or not isinstance(score_bias, (int, float)) or not math.isfinite(score_bias)
+        ):
+            raise AttnexpError(
+                f"model.score_bias={score_bias!r} is not allowed: it is b in sigmoid(q.k/sqrt(d) + b), a "
+                "finite number such as -2.0, or null for b = -log n (n: the keys each row may see)."
+            )
         self.score_bias = score_bias
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:

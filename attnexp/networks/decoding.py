@@ -43,7 +43,9 @@ def greedy(net: Any, src: Tensor, max_tokens: int | None = None, real: Tensor | 
 
 
 @torch.no_grad()
-def beam_search(net: Any, src: Tensor, beam: int, max_tokens: int | None = None, real: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def beam_search(
+    net: Any, src: Tensor, beam: int, max_tokens: int | None = None, real: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """The ``beam`` most likely outputs of every source, best first: ids (B, K, T) without ``[bos]`` and their
     log-probabilities (B, K), the sum over their tokens up to ``[eos]`` (no length penalty). A finished
     hypothesis keeps its score; beam size 1 is greedy decoding. K is ``beam``, or the number of tokens that

@@ -79,7 +79,9 @@ class LanguageModel(nn.Module):
         self.positions = POSITIONS[positions](context, dim)
         self.drop = nn.Dropout(dropout if embed_dropout is None else embed_dropout)
         causal = {} if self.causal is None else {"causal": self.causal}
-        mixers = [build_mixer(mixer, dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)]
+        mixers = [
+            build_mixer(mixer, dim=dim, num_tokens=context, out_proj=attn_out_proj, **causal) for _ in range(depth)
+        ]
         self.blocks = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout, bias) for m in mixers)
         self.norm = nn.LayerNorm(dim, bias=bias)
         self.head = nn.Linear(dim, vocab_size, bias=bias)
@@ -101,7 +103,9 @@ class LanguageModel(nn.Module):
             maps.append(weights)
         return self.norm(h), maps
 
-    def forward(self, x: Tensor, need_weights: bool = False, at: Tensor | None = None) -> Tensor | tuple[Tensor, list[Tensor | None]]:
+    def forward(
+        self, x: Tensor, need_weights: bool = False, at: Tensor | None = None
+    ) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Next-token logits (B, L, V) for token ids (B, L); with ``need_weights`` also each block's weights.
         ``at`` (B, A) picks the positions to predict (B, A, V): the head over a large vocabulary is most of the work."""
         h, maps = self.encode(x, need_weights)

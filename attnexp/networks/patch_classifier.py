@@ -41,7 +41,9 @@ class PatchClassifier(nn.Module):
         check("net", dim=dim, depth=depth, mlp_ratio=mlp_ratio, dropout=dropout)
         check_positions(positions)
         if patch_size is None:
-            raise AttnexpError("net=patch needs patch tokens, and the data hands over whole images: set data.patch_size.")
+            raise AttnexpError(
+                "net=patch needs patch tokens, and the data hands over whole images: set data.patch_size."
+            )
         self.num_tokens = (image_size // patch_size) ** 2
         token_dim = channels * patch_size**2
         dim = dim or token_dim
@@ -49,8 +51,14 @@ class PatchClassifier(nn.Module):
         self.proj = nn.Linear(token_dim, dim) if dim != token_dim else nn.Identity()
         self.positions = POSITIONS[positions](self.num_tokens, dim) if positions != "none" else None
         mixers = [build_mixer(mixer, dim=dim, num_tokens=self.num_tokens, out_proj=attn_out_proj) for _ in range(depth)]
-        self.layers = nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers) if prenorm else nn.ModuleList(mixers)
-        self.head = nn.Sequential(nn.ReLU(), nn.Flatten(1), nn.Dropout(dropout), nn.Linear(self.num_tokens * dim, num_classes))
+        self.layers = (
+            nn.ModuleList(PreNormBlock(m, dim, mlp_ratio, dropout) for m in mixers)
+            if prenorm
+            else nn.ModuleList(mixers)
+        )
+        self.head = nn.Sequential(
+            nn.ReLU(), nn.Flatten(1), nn.Dropout(dropout), nn.Linear(self.num_tokens * dim, num_classes)
+        )
 
     def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Logits (B, classes) for tokens (B, L, P); with ``need_weights`` also each layer's weights."""

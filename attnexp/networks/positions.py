@@ -56,4 +56,6 @@ POSITIONS = {"none": NoPositions, "sinusoidal": SinusoidalPositions, "learned": 
 def check_positions(positions: str) -> None:
     """Refuse a ``net.positions`` that is not one of :data:`POSITIONS`."""
     if positions not in POSITIONS:
-        raise AttnexpError(f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned.")
+        raise AttnexpError(
+            f"net.positions={positions!r} is unknown. Allowed: {', '.join(POSITIONS)}; e.g. net.positions=learned."
+        )

@@ -26,8 +26,12 @@ class TokenSource(nn.Module):
 
     def forward(self, src: Tensor, real: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         if src.shape[1] > self.num_tokens:
-            raise ValueError(f"the model was built for sources of at most {self.num_tokens} tokens, got {src.shape[1]}.")
-        return self.embed(src) + self.positions(src.shape[1]), (src != PAD_ID) if real is None else real  # (B, S, C), (B, S)
+            raise ValueError(
+                f"the model was built for sources of at most {self.num_tokens} tokens, got {src.shape[1]}."
+            )
+        return self.embed(src) + self.positions(src.shape[1]), (
+            src != PAD_ID
+        ) if real is None else real  # (B, S, C), (B, S)
 
 
 class PatchSource(nn.Module):
@@ -89,19 +93,29 @@ class Seq2Seq(nn.Module):
         elif channels is not None and image_height and image_width and patch_size:
             self.source = PatchSource(channels, image_height, image_width, patch_size, dim, positions)
         else:
-            raise AttnexpError("net=seq2seq needs source tokens (src_vocab_size, src_len) or images (channels, image_height, "
-                               "image_width, patch_size) from the data: pick a "
-                               "sequence-to-sequence data option (dates, pairs, captions).")
+            raise AttnexpError(
+                "net=seq2seq needs source tokens (src_vocab_size, src_len) or images (channels, image_height, "
+                "image_width, patch_size) from the data: pick a "
+                "sequence-to-sequence data option (dates, pairs, captions)."
+            )
         self.num_classes, self.tgt_len = tgt_vocab_size, tgt_len
         s = self.source.num_tokens
         self.encoder = nn.ModuleList(
-            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=s, out_proj=True), dim, mlp_ratio, dropout) for _ in range(enc_depth))
+            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=s, out_proj=True), dim, mlp_ratio, dropout)
+            for _ in range(enc_depth)
+        )
         self.enc_norm = nn.LayerNorm(dim)
         self.embed, self.positions = nn.Embedding(tgt_vocab_size, dim), POSITIONS[positions](tgt_len, dim)
         self.decoder = nn.ModuleList(
-            DecoderBlock(build_mixer(mixer, dim=dim, num_tokens=tgt_len, causal=True, out_proj=True),
-                         build_mixer(mixer, dim=dim, num_tokens=s, causal=False, out_proj=True), dim, mlp_ratio, dropout)
-            for _ in range(dec_depth))
+            DecoderBlock(
+                build_mixer(mixer, dim=dim, num_tokens=tgt_len, causal=True, out_proj=True),
+                build_mixer(mixer, dim=dim, num_tokens=s, causal=False, out_proj=True),
+                dim,
+                mlp_ratio,
+                dropout,
+            )
+            for _ in range(dec_depth)
+        )
         self.drop = nn.Dropout(dropout)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, tgt_vocab_size)
@@ -109,7 +123,9 @@ class Seq2Seq(nn.Module):
         never[[PAD_ID, BOS_ID]] = True  # no token is followed by [pad] or [bos]: they are never predicted
         self.register_buffer("never", never, persistent=False)
 
-    def encode(self, src: Tensor, real: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, Tensor | None, list[Tensor | None]]:
+    def encode(
+        self, src: Tensor, real: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None, list[Tensor | None]]:
         """The memory (B, S, C), its key padding mask (B, 1, 1, S) or None, and each encoder block's weights.
         ``real`` (B, S) says which source tokens are real; default: those that are not ``[pad]``."""
         h, real = self.source(src, real)
@@ -120,7 +136,9 @@ class Seq2Seq(nn.Module):
             maps.append(weights)
         return self.enc_norm(h), mask, maps
 
-    def decode(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
+    def decode(
+        self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor | None]]:
         """Next-token logits (B, T, V) for target ids (B, T), and each decoder block's self- and cross-attention
         weights."""
         h, maps = self.decoder_states(tgt, memory, mask, need_weights)
@@ -131,7 +149,9 @@ class Seq2Seq(nn.Module):
         head over a large target vocabulary at every position would be most of a decoding step's time."""
         return self.logits(self.decoder_states(tgt, memory, mask)[0][:, -1])
 
-    def decoder_states(self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
+    def decoder_states(
+        self, tgt: Tensor, memory: Tensor, mask: Tensor | None, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor | None]]:
         """The last decoder block's output (B, T, C) for target ids (B, T), and each block's attention weights."""
         if tgt.shape[1] > self.tgt_len:
             raise ValueError(f"the model was built for targets of at most {self.tgt_len} tokens, got {tgt.shape[1]}.")
@@ -152,8 +172,10 @@ class Seq2Seq(nn.Module):
         ``need_weights`` also every mixer's weights in module order (encoder blocks, then each decoder block's
         self- and cross-attention)."""
         if tgt is None:
-            raise AttnexpError("net=seq2seq reads the targets too (teacher forcing): use it with task=seq2seq or task=translation, "
-                               "which the data=dates, pairs and captions configs pick; drop the task= override.")
+            raise AttnexpError(
+                "net=seq2seq reads the targets too (teacher forcing): use it with task=seq2seq or task=translation, "
+                "which the data=dates, pairs and captions configs pick; drop the task= override."
+            )
         memory, mask, enc_maps = self.encode(src, real, need_weights)
         logits, dec_maps = self.decode(tgt, memory, mask, need_weights)
         return (logits, enc_maps + dec_maps) if need_weights else logits

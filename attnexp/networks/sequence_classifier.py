@@ -17,9 +17,20 @@ class SequenceClassifier(LanguageModel):
 
     causal = None
 
-    def __init__(self, mixer: Callable[..., nn.Module], vocab_size: int, context: int, num_classes: int,
-                 dim: int = 64, depth: int = 2, mlp_ratio: float = 4.0, dropout: float = 0.0,
-                 positions: str = "sinusoidal", attn_out_proj: bool = True, pad_id: int = 0) -> None:
+    def __init__(
+        self,
+        mixer: Callable[..., nn.Module],
+        vocab_size: int,
+        context: int,
+        num_classes: int,
+        dim: int = 64,
+        depth: int = 2,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        positions: str = "sinusoidal",
+        attn_out_proj: bool = True,
+        pad_id: int = 0,
+    ) -> None:
         super().__init__(mixer, vocab_size, context, dim, depth, mlp_ratio, dropout, positions, attn_out_proj)
         self.num_classes, self.pad_id = num_classes, pad_id
         self.head = nn.Linear(self.head.in_features, num_classes)

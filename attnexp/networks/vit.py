@@ -61,7 +61,12 @@ class VisionTransformer(nn.Module):
         self.positions = POSITIONS[positions](num_tokens, dim)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            PreNormBlock(build_mixer(mixer, dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True), dim, mlp_ratio, dropout)
+            PreNormBlock(
+                build_mixer(mixer, dim=dim, num_tokens=num_tokens, out_proj=True, shared_over_channels=True),
+                dim,
+                mlp_ratio,
+                dropout,
+            )
             for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim)

@@ -55,8 +55,8 @@ def index_entries(gitdir: Path) -> dict[str, str] | None:
         return None
     found, at = {}, 12
     for _ in range(count):
-        sha = data[at + 40: at + 60].hex()
-        flags = struct.unpack(">H", data[at + 60: at + 62])[0]
+        sha = data[at + 40 : at + 60].hex()
+        flags = struct.unpack(">H", data[at + 60 : at + 62])[0]
         start = at + 62 + (2 if version == 3 and flags & 0x4000 else 0)
         end = data.index(b"\0", start)
         found[data[start:end].decode("utf-8", "replace")] = sha
@@ -80,8 +80,12 @@ def modified(checkout: Path, gitdir: Path) -> bool | None:
         file = checkout / path
         if not file.is_file() or blob_hash(file) != sha:
             return True
-    present = {p.relative_to(checkout).as_posix() for w in WATCHED for p in (checkout / w).rglob("*")
-               if p.suffix in SOURCES and "__pycache__" not in p.parts}
+    present = {
+        p.relative_to(checkout).as_posix()
+        for w in WATCHED
+        for p in (checkout / w).rglob("*")
+        if p.suffix in SOURCES and "__pycache__" not in p.parts
+    }
     return bool(present - set(watched))
 
 

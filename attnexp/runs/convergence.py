@@ -30,5 +30,11 @@ def judge(history: Sequence[Sequence[float]], monitor: str, mode: str, examples:
     gain = sign * last - before
     margin, _ = margin_at(monitor, last, examples)
     improving = best_epoch == last_epoch and gain > (margin if math.isfinite(margin) else 0.0)
-    return {"still_improving": improving, "validations": len(values), "best_epoch": best_epoch, "last_epoch": last_epoch,
-            "last_quarter_gain": gain, "margin": margin}
+    return {
+        "still_improving": improving,
+        "validations": len(values),
+        "best_epoch": best_epoch,
+        "last_epoch": last_epoch,
+        "last_quarter_gain": gain,
+        "margin": margin,
+    }

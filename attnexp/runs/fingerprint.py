@@ -20,18 +20,44 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 # Keys (and the nodes under them) that cannot change what a run computes, left out of the fingerprint.
 NOT_METHOD = (
     "seed",  # the replicate: runs of one configuration differ by it
-    "threads", "resume", "test", "compare", "optimized_metric",  # speed, continuing, testing, summaries, searches
-    "paths", "logger",  # where files go, what is written
-    "callbacks.progress_bar", "callbacks.epoch_lines", "callbacks.metrics_file", "callbacks.tensorboard_hparams",
-    "callbacks.telemetry", "callbacks.figures", "callbacks.checkpoint.dirpath", "callbacks.checkpoint.filename",
-    "callbacks.checkpoint.auto_insert_metric_name", "callbacks.checkpoint.save_last",  # attnexp's own: what is shown
-    "trainer.default_root_dir", "trainer.accelerator", "trainer.deterministic", "trainer.enable_progress_bar",
-    "trainer.enable_model_summary", "trainer.enable_checkpointing", "trainer.log_every_n_steps",
+    "threads",
+    "resume",
+    "test",
+    "compare",
+    "optimized_metric",  # speed, continuing, testing, summaries, searches
+    "paths",
+    "logger",  # where files go, what is written
+    "callbacks.progress_bar",
+    "callbacks.epoch_lines",
+    "callbacks.metrics_file",
+    "callbacks.tensorboard_hparams",
+    "callbacks.telemetry",
+    "callbacks.figures",
+    "callbacks.checkpoint.dirpath",
+    "callbacks.checkpoint.filename",
+    "callbacks.checkpoint.auto_insert_metric_name",
+    "callbacks.checkpoint.save_last",  # attnexp's own: what is shown
+    "trainer.default_root_dir",
+    "trainer.accelerator",
+    "trainer.deterministic",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.enable_checkpointing",
+    "trainer.log_every_n_steps",
     "trainer.num_sanity_val_steps",  # where it runs (recorded as the device), what is shown
-    "module.compile", "module.divergence_check_every",  # speed
-    "module.steps_per_call", "module.log_every_n_steps",  # speed and display keys that records of earlier versions hold
-    "data.root", "data.download", "data.eval_batch_size", "data.num_workers",  # where data lives, evaluation batching
-    "task.num_attention", "task.num_predictions", "task.max_tokens", "task.top_k", "task.num_examples",  # figures
+    "module.compile",
+    "module.divergence_check_every",  # speed
+    "module.steps_per_call",
+    "module.log_every_n_steps",  # speed and display keys that records of earlier versions hold
+    "data.root",
+    "data.download",
+    "data.eval_batch_size",
+    "data.num_workers",  # where data lives, evaluation batching
+    "task.num_attention",
+    "task.num_predictions",
+    "task.max_tokens",
+    "task.top_k",
+    "task.num_examples",  # figures
 )
 BUDGET = ("trainer.max_epochs", "trainer.max_steps", "trainer.max_time", "trainer.limit_train_batches")
 REFERENCE = re.compile(r"\$\{([^${}]*)\}")
@@ -80,7 +106,9 @@ def kept_as_written(cfg: DictConfig, text: str, setting: bool = True) -> bool:
     if setting and located:
         return True
     whole = re.fullmatch(r"\$\{([\w.]+)\}", text)
-    return whole is not None and isinstance(OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig))
+    return whole is not None and isinstance(
+        OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig)
+    )
 
 
 def resolved(cfg: DictConfig, key: str, raw: str) -> Any:
@@ -98,8 +126,11 @@ def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, A
     def keep(node: Any, where: str) -> Any:
         if not isinstance(node, Mapping):
             return node
-        return {k: keep(v, f"{where}.{k}" if where else k) for k, v in node.items()
-                if not left_out(f"{where}.{k}" if where else k, skipped)}
+        return {
+            k: keep(v, f"{where}.{k}" if where else k)
+            for k, v in node.items()
+            if not left_out(f"{where}.{k}" if where else k, skipped)
+        }
 
     return keep(config, "")
 
@@ -127,13 +158,18 @@ class Settings:
 
     def record(self) -> dict[str, Any]:
         """The fields ``metrics.json`` holds of them."""
-        found = {"choices": self.choices, "config": self.config, "fingerprint": self.fingerprint,
-                 "fingerprint_leaves_out": list(NOT_METHOD)}
+        found = {
+            "choices": self.choices,
+            "config": self.config,
+            "fingerprint": self.fingerprint,
+            "fingerprint_leaves_out": list(NOT_METHOD),
+        }
         return found | ({"parallel_jobs": self.parallel_jobs} if self.parallel_jobs else {})
 
 
-def settings_of(cfg: DictConfig, choices: Mapping[str, Any], overrides: Iterable[str] = (),
-                parallel_jobs: int | None = None) -> Settings:
+def settings_of(
+    cfg: DictConfig, choices: Mapping[str, Any], overrides: Iterable[str] = (), parallel_jobs: int | None = None
+) -> Settings:
     """:class:`Settings` of a composed config; ``choices``: Hydra's ``runtime.choices`` (Hydra's own groups left out,
     an unchosen group as ``null``)."""
     chosen = {str(g): "null" if o is None else str(o) for g, o in choices.items() if not str(g).startswith("hydra")}
@@ -161,5 +197,8 @@ def shown(value: Any) -> str:
 
 def differences(here: Mapping[str, str], there: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """Keys whose values differ between two flat settings: ``key -> (here, there)``, ``absent`` where one has none."""
-    return {k: (here.get(k, "absent"), there.get(k, "absent")) for k in sorted(set(here) | set(there))
-            if here.get(k) != there.get(k)}
+    return {
+        k: (here.get(k, "absent"), there.get(k, "absent"))
+        for k in sorted(set(here) | set(there))
+        if here.get(k) != there.get(k)
+    }

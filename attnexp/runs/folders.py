@@ -39,8 +39,11 @@ def resumed_folder(cfg: DictConfig, overrides: list[str], sweep: bool) -> str | 
     if not sweep:
         return matching_run(root, cfg, overrides)
     wanted = comparable_overrides(overrides)
-    candidates = [(path.stat().st_mtime, str(path.parent)) for path in root.rglob("multirun.yaml")
-                  if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted]
+    candidates = [
+        (path.stat().st_mtime, str(path.parent))
+        for path in root.rglob("multirun.yaml")
+        if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted
+    ]
     return max(candidates)[1] if candidates else None
 
 

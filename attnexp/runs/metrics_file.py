@@ -83,7 +83,9 @@ def process_alive(pid: int, since: float) -> bool:
         pass
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime"))
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
+        )
     except (OSError, StopIteration, IndexError):
         return True
     started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat, after the name

@@ -37,8 +37,11 @@ def mixer_sources(net: Any) -> dict[str, dict[str, Any]]:
             file = inspect.getsourcefile(cls)
         except TypeError:  # defined where Python keeps no file
             file = None
-        found[f"{cls.__module__}.{cls.__qualname__}"] = {"module": cls.__module__, "file": file,
-                                                          "sha256": source_hash(file) if file else None}
+        found[f"{cls.__module__}.{cls.__qualname__}"] = {
+            "module": cls.__module__,
+            "file": file,
+            "sha256": source_hash(file) if file else None,
+        }
     return found
 
 
@@ -59,7 +62,9 @@ def software() -> dict[str, Any]:
     except importlib.metadata.PackageNotFoundError:
         version = None
     found: dict[str, Any] = {"attnexp": version, **checkout.describe(Path(__file__).resolve().parents[2])}
-    found.update(torch=str(torch.__version__), lightning=str(pytorch_lightning.__version__), python=platform.python_version())
+    found.update(
+        torch=str(torch.__version__), lightning=str(pytorch_lightning.__version__), python=platform.python_version()
+    )
     return found
 
 

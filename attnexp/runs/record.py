@@ -33,9 +33,16 @@ class RunRecord:
         """The record a run in ``folder`` starts: the config-group options (``model`` as ``mixer``), the seed, the host
         and process that write it, and the settings with their fingerprint. Nothing is written yet."""
         folder, choices = Path(folder), settings.choices
-        fields = {"mixer": choices.get("model"), "data": choices.get("data"), "net": choices.get("net"),
-                  "task": choices.get("task"), "seed": settings.config.get("seed"), "host": socket.gethostname(),
-                  "pid": os.getpid(), **settings.record()}
+        fields = {
+            "mixer": choices.get("model"),
+            "data": choices.get("data"),
+            "net": choices.get("net"),
+            "task": choices.get("task"),
+            "seed": settings.config.get("seed"),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            **settings.record(),
+        }
         held = frozenset(p.name for p in folder.iterdir()) if folder.is_dir() else frozenset()
         return cls(folder, settings, fields, held, not metrics_file.path(folder).exists())
 

@@ -77,13 +77,18 @@ def check_same_settings(folder: str | Path, config: dict[str, Any]) -> None:
     settings = recorded_settings(record)
     if settings is None:
         return
-    here, there = flat(method(config)) | {"seed": str(config.get("seed"))}, flat(settings) | {"seed": str(record.get("seed"))}
+    here, there = (
+        flat(method(config)) | {"seed": str(config.get("seed"))},
+        flat(settings) | {"seed": str(record.get("seed"))},
+    )
     differ = differences(here, there)
     if differ:
         listed = "; ".join(f"{key} {b} there, {a} now" for key, (a, b) in list(differ.items())[:6])
-        raise AttnexpError(f"{folder} holds a run of other settings ({listed}), so resume=true cannot continue it there: "
-                           "its record and checkpoints would mix two configurations. A config file or a default has "
-                           "changed since that run started: restore it to continue, or run without resume=true.")
+        raise AttnexpError(
+            f"{folder} holds a run of other settings ({listed}), so resume=true cannot continue it there: "
+            "its record and checkpoints would mix two configurations. A config file or a default has "
+            "changed since that run started: restore it to continue, or run without resume=true."
+        )
 
 
 def check_same_sources(folder: str | Path, mixers: dict[str, dict[str, Any]]) -> None:
@@ -96,12 +101,17 @@ def check_same_sources(folder: str | Path, mixers: dict[str, dict[str, Any]]) ->
     now = {name: str(entry.get("sha256")) for name, entry in mixers.items()}
     then = {name: str((entry or {}).get("sha256")) for name, entry in before.items()}
     files = {name: (entry or {}).get("file") for name, entry in {**before, **mixers}.items()}
-    changed = [f"{name} in {files[name]}: {was} there, {current} now" for name, (current, was) in differences(now, then).items()]
+    changed = [
+        f"{name} in {files[name]}: {was} there, {current} now"
+        for name, (current, was) in differences(now, then).items()
+    ]
     if changed:
-        raise AttnexpError(f"{folder} holds a run of another version of its mixer's source ({'; '.join(changed)}), so "
-                           "resume=true cannot continue it: its checkpoints were trained by the code it started with, "
-                           "and its record would name only one version. Restore that source to continue, or run without "
-                           "resume=true: a new run, which comparisons tell apart by its source.")
+        raise AttnexpError(
+            f"{folder} holds a run of another version of its mixer's source ({'; '.join(changed)}), so "
+            "resume=true cannot continue it: its checkpoints were trained by the code it started with, "
+            "and its record would name only one version. Restore that source to continue, or run without "
+            "resume=true: a new run, which comparisons tell apart by its source."
+        )
 
 
 def fresh_start(root: str | Path, config: dict[str, Any]) -> str:

@@ -74,7 +74,11 @@ class AnswerTokens(Task):
         if logits.shape[1] != slots.shape[1]:
             logits = logits.gather(1, slots.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
         target = target.gather(1, slots)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET), logits, target
+        return (
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET),
+            logits,
+            target,
+        )
 
     def count(self, target: Tensor) -> Tensor:
         return (target != NO_TARGET).sum()

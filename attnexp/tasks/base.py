@@ -58,7 +58,9 @@ class Task:
         :meth:`loss`; logged as ``<stage>/<name>`` beside ``<stage>/loss``."""
         return {"acc": MulticlassAccuracy(num_classes, average="micro")}
 
-    def update(self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str) -> None:
+    def update(
+        self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str
+    ) -> None:
         """Update a stage's metrics with one evaluation batch: ``logits`` and ``target`` as :meth:`loss` returned
         them; the network and the inputs ``x`` for a task that measures more than the logits (decoded outputs)."""
         for metric in metrics.values():

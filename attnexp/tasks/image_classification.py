@@ -13,7 +13,9 @@ class ImageClassification(Task):
     images (or squeeze-excitation gates), and a grid of ``num_predictions`` predictions. The data module provides
     ``val_dataloader()``, ``as_images(x)`` and ``patch_size``."""
 
-    def __init__(self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 2, num_predictions: int = 32) -> None:
+    def __init__(
+        self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 2, num_predictions: int = 32
+    ) -> None:
         super().__init__(monitor, mode)
         self.num_attention, self.num_predictions = num_attention, num_predictions
 
@@ -32,7 +34,9 @@ class ImageClassification(Task):
         drawn = {"figures/gates": gates_figure(maps)}
         for i, m in enumerate(maps):  # a figure per layer: legible at TensorBoard's card size
             if m is not None and m.dim() == 4:
-                drawn[f"figures/attention/layer{i}"] = fig = attention_figure(images[:n_att], [m if j == i else None for j in range(len(maps))])
+                drawn[f"figures/attention/layer{i}"] = fig = attention_figure(
+                    images[:n_att], [m if j == i else None for j in range(len(maps))]
+                )
                 if fig is not None:  # (B, H, L, L) weights: always drawn
                     number_patches(fig, datamodule.patch_size, m.shape[-1])
         return figures | {tag: fig for tag, fig in drawn.items() if fig is not None}

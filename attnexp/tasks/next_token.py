@@ -36,9 +36,13 @@ class NextToken(Task):
         tokens = datamodule.vocab.decode(ids.tolist())
         probs = logits[0].softmax(-1).cpu()  # (L, V)
         entropy = -(probs * probs.clamp_min(1e-12).log()).sum(-1)  # (L,)
-        at = int(entropy[: max(len(tokens) - 1, 1)].argmax())  # a position whose next token is known, the least sure one
+        at = int(
+            entropy[: max(len(tokens) - 1, 1)].argmax()
+        )  # a position whose next token is known, the least sure one
         target = tokens[at + 1] if at + 1 < len(tokens) else None
-        bars = next_token_figure(tokens[: at + 1], probs[at], datamodule.vocab.tokens, target, self.top_k, float(entropy[at]))
+        bars = next_token_figure(
+            tokens[: at + 1], probs[at], datamodule.vocab.tokens, target, self.top_k, float(entropy[at])
+        )
         figures = {"figures/next_token": bars}
         if any(m is not None for m in maps):
             labels = [repr(t)[1:-1] for t in tokens]

@@ -49,20 +49,31 @@ class Seq2SeqTask(Task):
     (``se`` has no attention to draw: its captions alone).
     """
 
-    def __init__(self, monitor: str = "val/exact", mode: str = "max", text_metric: str = "cer", beam: int = 1, num_examples: int = 4) -> None:
+    def __init__(
+        self,
+        monitor: str = "val/exact",
+        mode: str = "max",
+        text_metric: str = "cer",
+        beam: int = 1,
+        num_examples: int = 4,
+    ) -> None:
         super().__init__(monitor, mode)
         check("task", beam=beam)
         if text_metric not in TEXT_METRICS:
-            raise AttnexpError(f"task.text_metric={text_metric!r} is not a text metric. Allowed: {', '.join(TEXT_METRICS)}.")
+            raise AttnexpError(
+                f"task.text_metric={text_metric!r} is not a text metric. Allowed: {', '.join(TEXT_METRICS)}."
+            )
         self.text_metric, self.beam, self.num_examples = text_metric, beam, num_examples
-        self.summary = {"test/exact": "max", f"test/{text_metric}": TEXT_METRICS[text_metric], "test/acc": "max",  # type: ignore[misc]
-                        "test/ppl": "min"}  # the text metric is the instance's
+        summary = {"test/exact": "max", f"test/{text_metric}": TEXT_METRICS[text_metric], "test/acc": "max"}
+        self.summary = {**summary, "test/ppl": "min"}  # type: ignore[misc]  # the text metric is the instance's
         self.vocab: Any = None  # the target vocabulary, from the data module (bind)
 
     def bind(self, datamodule: Any) -> None:
         if getattr(datamodule, "tgt_vocab", None) is None:
-            raise AttnexpError(f"task=seq2seq needs sequence pairs with a target vocabulary, and {type(datamodule).__name__} "
-                               "has none: use it with data=dates, pairs or captions (they pick it), or drop the task= override.")
+            raise AttnexpError(
+                f"task=seq2seq needs sequence pairs with a target vocabulary, and {type(datamodule).__name__} "
+                "has none: use it with data=dates, pairs or captions (they pick it), or drop the task= override."
+            )
         self.vocab = datamodule.tgt_vocab
 
     def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
@@ -77,7 +88,11 @@ class Seq2SeqTask(Task):
         """The mean loss over target tokens after ``[bos]``; targets returned with padding as ``NO_TARGET``.  # (B,
         T-1, V), (B, T)"""
         target = target[:, 1:].masked_fill(target[:, 1:] == PAD_ID, NO_TARGET)  # (B, T-1)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET), logits, target
+        return (
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET),
+            logits,
+            target,
+        )
 
     def count(self, target: Tensor) -> Tensor:
         return (target != NO_TARGET).sum()
@@ -86,7 +101,11 @@ class Seq2SeqTask(Task):
         return {f"{stage}/ppl": loss.exp()}
 
     def metrics(self, num_classes: int, stage: str = "val") -> dict[str, Metric]:
-        return {"acc": AnswerAccuracy(num_classes), "exact": MeanMetric(), self.text_metric: text_metric(self.text_metric)}
+        return {
+            "acc": AnswerAccuracy(num_classes),
+            "exact": MeanMetric(),
+            self.text_metric: text_metric(self.text_metric),
+        }
 
     def decode(self, net: nn.Module, x: Tensor, beam: int = 1) -> Tensor:
         """The network's output ids (B, T) for sources ``x``: greedy, or the best of a beam search."""
@@ -96,7 +115,9 @@ class Seq2SeqTask(Task):
         """Each row of ids as text, up to its ``[eos]``."""
         return [self.vocab.text(row) for row in ids.tolist()]
 
-    def update(self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str) -> None:
+    def update(
+        self, metrics: Mapping[str, Metric], logits: Tensor, target: Tensor, net: nn.Module, x: Tensor, stage: str
+    ) -> None:
         metrics["acc"].update(logits, target)
         pred = self.decode(net, x, self.beam if stage == "test" else 1)  # (B, T')
         ref = target.masked_fill(target == NO_TARGET, PAD_ID)  # (B, T-1)
@@ -111,8 +132,12 @@ class Seq2SeqTask(Task):
         x, y = x[: self.num_examples], y[: self.num_examples]
         logits, maps = forward(x)
         pred = trim(logits.argmax(-1).cpu())  # (N, T): the greedy output
-        words = [self.vocab.decode(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row) for row in pred.tolist()]  # [eos] kept
-        last = maps[-1] if maps[-1] is not None and maps[-1].dim() == 4 else None  # the last decoder block's; se: gates (N, C)
+        words = [
+            self.vocab.decode(row[: row.index(EOS_ID) + 1] if EOS_ID in row else row) for row in pred.tolist()
+        ]  # [eos] kept
+        last = (
+            maps[-1] if maps[-1] is not None and maps[-1].dim() == 4 else None
+        )  # the last decoder block's; se: gates (N, C)
         cross = None if last is None else [c[:, : len(w)].cpu() for c, w in zip(last, words)]  # (H, T_i, S)
         if hasattr(datamodule, "as_images"):
             right = same_sequences(pred, y[:, 1:]).tolist()
@@ -120,4 +145,8 @@ class Seq2SeqTask(Task):
         if cross is None:
             return {}
         sources = [datamodule.source_tokens(row) for row in x]
-        return {"figures/cross_attention": alignment_figure(sources, words, [c[..., : len(s)] for c, s in zip(cross, sources)])}
+        return {
+            "figures/cross_attention": alignment_figure(
+                sources, words, [c[..., : len(s)] for c, s in zip(cross, sources)]
+            )
+        }

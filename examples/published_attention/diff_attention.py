@@ -35,11 +35,15 @@ class DiffAttention(MultiHeadAttention):
     def __init__(self, dim: int, *, lambda_init: float = 0.8, **options: Any) -> None:
         super().__init__(dim, **options)
         if self.head_dim % 2:
-            raise AttnexpError(f"differential attention splits each head's queries and keys in two halves, so dim/heads must be "
-                               f"even; got dim={dim}, heads={self.heads}. Pick a width with net.dim (e.g. 64) or other heads.")
+            raise AttnexpError(
+                f"differential attention splits each head's queries and keys in two halves, so dim/heads must be "
+                f"even; got dim={dim}, heads={self.heads}. Pick a width with net.dim (e.g. 64) or other heads."
+            )
         if not 0.0 <= lambda_init < 1.0:
-            raise AttnexpError(f"model.lambda_init={lambda_init} is not allowed: the output is scaled by 1 - lambda_init, so "
-                               "it lies in [0, 1) (the paper: 0.8, or 0.8 - 0.6 exp(-0.3 (layer - 1))).")
+            raise AttnexpError(
+                f"model.lambda_init={lambda_init} is not allowed: the output is scaled by 1 - lambda_init, so "
+                "it lies in [0, 1) (the paper: 0.8, or 0.8 - 0.6 exp(-0.3 (layer - 1)))."
+            )
         half = self.head_dim // 2
         self.lambda_init = lambda_init
         self.lambdas = nn.Parameter(torch.randn(4, half) * 0.1)  # lq1, lk1, lq2, lk2
@@ -49,7 +53,9 @@ class DiffAttention(MultiHeadAttention):
         lq1, lk1, lq2, lk2 = self.lambdas.float()
         return torch.exp((lq1 * lk1).sum()) - torch.exp((lq2 * lk2).sum()) + self.lambda_init  # a scalar
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
         """(A1 - lambda A2) v per head, RMSNorm, times (1 - lambda_init).  # q, k, v: (B, H, L, D) -> (B, H, Lq, D)"""
         half = self.head_dim // 2
         (q1, q2), (k1, k2) = q.split(half, dim=-1), k.split(half, dim=-1)  # (B, H, L, D/2) each
@@ -58,15 +64,33 @@ class DiffAttention(MultiHeadAttention):
         weights = None
         if self.path_for(q.device, need_weights) == "sdpa":
             mask = None if mask is None else self.full_mask(mask, q, k)
-            pad = (0, self.head_dim - half)  # zeros leave the dot products as they are; q, k and v of one width run the fused kernels
-            maps = [F.scaled_dot_product_attention(F.pad(a, pad), F.pad(b, pad), v, attn_mask=mask, dropout_p=dropout,
-                                                   is_causal=self.causal and mask is None, scale=half**-0.5) for a, b in ((q1, k1), (q2, k2))]
+            pad = (
+                0,
+                self.head_dim - half,
+            )  # zeros leave the dot products as they are; q, k and v of one width run the fused kernels
+            maps = [
+                F.scaled_dot_product_attention(
+                    F.pad(a, pad),
+                    F.pad(b, pad),
+                    v,
+                    attn_mask=mask,
+                    dropout_p=dropout,
+                    is_causal=self.causal and mask is None,
+                    scale=half**-0.5,
+                )
+                for a, b in ((q1, k1), (q2, k2))
+            ]
             out = zero_empty_rows(maps[0] - lam.to(v.dtype) * maps[1], mask)
         else:
             mask = self.full_mask(mask, q, k)
-            scores = [(a.float() @ b.float().transpose(-2, -1)) * half**-0.5 for a, b in ((q1, k1), (q2, k2))]  # (B, H, Lq, Lk)
+            scores = [
+                (a.float() @ b.float().transpose(-2, -1)) * half**-0.5 for a, b in ((q1, k1), (q2, k2))
+            ]  # (B, H, Lq, Lk)
             weights = (attention_weights(scores[0], mask) - lam * attention_weights(scores[1], mask)).to(v.dtype)
             out = F.dropout(weights, dropout, training=dropout > 0) @ v
-        out = out * torch.rsqrt(out.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(out.dtype) * self.norm_gain.to(out.dtype)
+        out = (
+            out
+            * torch.rsqrt(out.float().pow(2).mean(-1, keepdim=True) + 1e-5).to(out.dtype)
+            * self.norm_gain.to(out.dtype)
+        )
         return out * (1.0 - self.lambda_init), weights if need_weights else None
-

@@ -39,12 +39,22 @@ class GatedAttentionUnit(TokenMixer):
     weight_kind = NON_NEGATIVE
     permutation_equivariant = True
 
-    def __init__(self, dim: int, *, expansion: int = 2, shared: int = 128, dropout: float = 0.0, bias: bool = True,
-                 **request: Any) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        expansion: int = 2,
+        shared: int = 128,
+        dropout: float = 0.0,
+        bias: bool = True,
+        **request: Any,
+    ) -> None:
         super().__init__(dim, **request)
         if self.request.heads != 1:
-            raise AttnexpError(f"the gated attention unit attends with one head (its gate does what more heads would), got "
-                               f"heads={self.request.heads}. Set model.heads=1.")
+            raise AttnexpError(
+                f"the gated attention unit attends with one head (its gate does what more heads would), got "
+                f"heads={self.request.heads}. Set model.heads=1."
+            )
         if not 0.0 <= dropout < 1.0:
             raise AttnexpError(f"model.dropout={dropout} is not a probability below 1.")
         self.heads, self.causal, self.dropout = 1, self.request.causal, dropout

@@ -44,13 +44,17 @@ class LinearAttention(MultiHeadAttention):
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         """Right to left: phi(K)^T V once (or its prefix sums when causal), then each query.  # (B, H, Lq, D)"""
-        if (mask is not None and mask.dim() == 4 and mask.shape[-2] > 1) or (self.causal and q.shape[-2] != k.shape[-2]):
+        if (mask is not None and mask.dim() == 4 and mask.shape[-2] > 1) or (
+            self.causal and q.shape[-2] != k.shape[-2]
+        ):
             return attention(self.score(q.float(), k.float()), v, self.full_mask(mask, q, k), 0.0, self.normalise)[0]
         fq, fk, vf = feature_map(q.float()), feature_map(k.float()), v.float()
         if mask is not None:  # a key padding mask (B|1, H|1, 1, Lk): hidden keys add nothing
             fk = fk * mask.reshape(*mask.shape[:-2], -1, 1).to(fk.dtype)
         if self.causal:
-            states = torch.einsum("bhld,bhle->bhlde", fk, vf).cumsum(2)  # (B, H, L, D, D): sum over j <= i of phi(k_j) v_j^T
+            states = torch.einsum("bhld,bhle->bhlde", fk, vf).cumsum(
+                2
+            )  # (B, H, L, D, D): sum over j <= i of phi(k_j) v_j^T
             num = torch.einsum("bhld,bhlde->bhle", fq, states)
             den = (fq * fk.cumsum(2)).sum(-1, keepdim=True)  # (B, H, L, 1)
         else:

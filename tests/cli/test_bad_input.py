@@ -7,12 +7,24 @@ from helpers import fake_mnist, run_dirs
 
 # (overrides, words the message must contain, exit status)
 CASES = {
-    "unknown variant": (["model=softermax"], ["model=softermax names no option of the config group model", "dot", "euclid", "l2", "cosine", "mlp"], 2),
-    "unknown dataset": (["data=imagenet"], ["data=imagenet names no option of the config group data", "digits", "mnist"], 2),
+    "unknown variant": (
+        ["model=softermax"],
+        ["model=softermax names no option of the config group model", "dot", "euclid", "l2", "cosine", "mlp"],
+        2,
+    ),
+    "unknown dataset": (
+        ["data=imagenet"],
+        ["data=imagenet names no option of the config group data", "digits", "mnist"],
+        2,
+    ),
     "unknown trainer": (["trainer=tpu"], ["trainer=tpu names no option of the config group trainer", "cpu", "gpu"], 2),
     "mistyped option": (["data=mnst"], ["Did you mean data=mnist?"], 2),
     "mistyped key": (["trainer.max_epoch=3"], ["Did you mean trainer.max_epochs?"], 2),
-    "list split by a space": (["model=dot,", "euclid"], ["'model=dot, euclid' is one list split by a space", "write model=dot,euclid"], 2),
+    "list split by a space": (
+        ["model=dot,", "euclid"],
+        ["'model=dot, euclid' is one list split by a space", "write model=dot,euclid"],
+        2,
+    ),
     "dim not divisible by heads": (["model.heads=3"], ["dim=4 is not divisible by heads=3", "[1, 2, 4]"], 2),
     "patch size": (["data.patch_size=3"], ["patch_size=3 does not divide", "Allowed: [1, 2, 4, 8]"], 2),
     "zero lr": (["module.optimizer.lr=0"], ["module.optimizer.lr=0 is not allowed", "positive number"], 2),
@@ -25,18 +37,52 @@ CASES = {
     "euclid eps": (["model=euclid", "model.eps=0"], ["model.eps=0 is not allowed", "positive number"], 2),
     "heads larger than dim": (["model.heads=8"], ["heads must be between 1 and dim=4"], 2),
     "empty val split": (["data.val_size=0"], ["data.val_size=0 is not allowed", "positive integer"], 2),
-    "cosine without epochs": (["module/scheduler=cosine", "trainer.max_epochs=-1", "trainer.max_steps=8"], ["module.scheduler.T_max=-1 is not allowed", "module/scheduler=null"], 2),
+    "cosine without epochs": (
+        ["module/scheduler=cosine", "trainer.max_epochs=-1", "trainer.max_steps=8"],
+        ["module.scheduler.T_max=-1 is not allowed", "module/scheduler=null"],
+        2,
+    ),
     "corpus context": (["data=corpus", "data.context=64"], ["data.context<=56, data=text data.path=FILE"], 2),
-    "optimizer argument": (["module.optimizer._target_=torch.optim.RMSprop"], ["module.optimizer sets fused", "~module.optimizer.fused"], 2),
+    "optimizer argument": (
+        ["module.optimizer._target_=torch.optim.RMSprop"],
+        ["module.optimizer sets fused", "~module.optimizer.fused"],
+        2,
+    ),
     "clipping as a module key": (["module.gradient_clip_val=1.0"], ["Did you mean trainer.gradient_clip_val?"], 2),
-    "clip algorithm": (["trainer.gradient_clip_algorithm=l1"], ["trainer.gradient_clip_algorithm='l1' is not allowed", "'norm'"], 2),
-    "zero accumulation": (["trainer.accumulate_grad_batches=0"], ["trainer.accumulate_grad_batches=0 is not allowed", "positive integer"], 2),
+    "clip algorithm": (
+        ["trainer.gradient_clip_algorithm=l1"],
+        ["trainer.gradient_clip_algorithm='l1' is not allowed", "'norm'"],
+        2,
+    ),
+    "zero accumulation": (
+        ["trainer.accumulate_grad_batches=0"],
+        ["trainer.accumulate_grad_batches=0 is not allowed", "positive integer"],
+        2,
+    ),
     "output not writable": (["paths.log_dir=/dev/null/out"], ["Cannot write run output", "paths.log_dir="], 2),
-    "pairs do not fit": (["data=mqar", "data.num_pairs=20"], ["data.num_pairs=20 with 20 queries does not fit", "data.seq_len=64"], 2),
+    "pairs do not fit": (
+        ["data=mqar", "data.num_pairs=20"],
+        ["data.num_pairs=20 with 20 queries does not fit", "data.seq_len=64"],
+        2,
+    ),
     "zero pairs": (["data=mqar", "data.num_pairs=0"], ["data.num_pairs=0 is not allowed", "positive integer"], 2),
-    "unknown sequence op": (["data=seqops", "data.op=shuffle"], ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"], 2),
-    "split too large for the task": (["data=seqops", "data.vocab=3", "data.train_max_len=2", "data.test_lengths=[1,2]",
-                                      "data.train_size=50", "data.val_size=20"], ["the space of inputs is too small"], 2),
+    "unknown sequence op": (
+        ["data=seqops", "data.op=shuffle"],
+        ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"],
+        2,
+    ),
+    "split too large for the task": (
+        [
+            "data=seqops",
+            "data.vocab=3",
+            "data.train_max_len=2",
+            "data.test_lengths=[1,2]",
+            "data.train_size=50",
+            "data.val_size=20",
+        ],
+        ["the space of inputs is too small"],
+        2,
+    ),
 }
 
 
@@ -83,7 +129,9 @@ def test_corrupt_idx_file(cli, tmp_path, damage):
 def test_checkpoint_from_another_model(cli):
     root, _ = cli("trainer.max_epochs=1", "trainer.limit_train_batches=2", "callbacks.progress_bar.refresh_rate=0")
     (run,) = run_dirs(root / "outputs")
-    _, proc = cli("model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False)  # the folder's name holds '=': quoted
+    _, proc = cli(
+        "model=mlp", f"ckpt_path={run}/checkpoints/last.ckpt", check=False
+    )  # the folder's name holds '=': quoted
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert "was written by a different mixer or network" in output

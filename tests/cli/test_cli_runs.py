@@ -43,7 +43,9 @@ def test_dot_learns_digits(cli):
 
 
 def test_logger_none_trains_and_records(cli):
-    root, _ = cli("logger=none", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0")
+    root, _ = cli(
+        "logger=none", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"
+    )
     (run,) = run_dirs(root / "outputs")
     assert read_metrics(run)["status"] == "ok" and not list(run.rglob("events.out.tfevents.*"))
 
@@ -57,7 +59,12 @@ def test_lightning_clipping_and_accumulation_are_trainer_settings(cli):
 
 
 def test_step_level_loss_when_asked_for(cli):
-    root, _ = cli("trainer.log_every_n_steps=2", "trainer.max_epochs=1", "trainer.limit_train_batches=6", "callbacks.progress_bar.refresh_rate=0")
+    root, _ = cli(
+        "trainer.log_every_n_steps=2",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=6",
+        "callbacks.progress_bar.refresh_rate=0",
+    )
     scalars = read_events(run_dirs(root / "outputs")[0]).scalars
     assert len(scalars["train/loss_step"]) == 3 and len(scalars["train/loss"]) == 1  # steps 0, 2, 4 and the epoch
 
@@ -76,7 +83,9 @@ def test_tensorboard_has_epoch_scalars_hparams_and_figures(cli):
     assert -1 not in scalars["test/acc"]
 
 
-@pytest.mark.parametrize("variant, precision", [("dot", "bf16-mixed"), ("euclid", "bf16-mixed"), ("euclid", "bf16-true")])
+@pytest.mark.parametrize(
+    "variant, precision", [("dot", "bf16-mixed"), ("euclid", "bf16-mixed"), ("euclid", "bf16-true")]
+)
 def test_bf16_training_run_is_finite(cli, variant, precision):
     """Training, the figures and the test all run at the trainer's precision (bf16-true: bf16 weights too)."""
     root, _ = cli(f"model={variant}", f"trainer.precision={precision}", *FAST)

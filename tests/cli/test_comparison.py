@@ -23,8 +23,15 @@ def sweep(tmp_path_factory):
     from helpers import run_cli
 
     root = tmp_path_factory.mktemp("comparison")
-    proc = run_cli(root, "--multirun", "model=dot,euclid", "seed=0,1,2", f"module.optimizer.lr={','.join(LRS)}",
-                   "trainer.max_epochs=2", "trainer.limit_train_batches=8")
+    proc = run_cli(
+        root,
+        "--multirun",
+        "model=dot,euclid",
+        "seed=0,1,2",
+        f"module.optimizer.lr={','.join(LRS)}",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=8",
+    )
     (folder,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
     return folder, proc
 
@@ -32,15 +39,21 @@ def sweep(tmp_path_factory):
 def test_job_folders_are_named_by_what_varies_variant_first(sweep):
     folder, _ = sweep
     names = {p.relative_to(folder).as_posix() for p in run_dirs(folder)}
-    assert names == {f"model={m}/module.optimizer.lr={lr}/seed={s}" for m in ("dot", "euclid") for lr in LRS for s in range(3)}
+    assert names == {
+        f"model={m}/module.optimizer.lr={lr}/seed={s}" for m in ("dot", "euclid") for lr in LRS for s in range(3)
+    }
 
 
 def test_console_is_one_line_per_job_and_the_summary_comes_last(sweep):
     _, proc = sweep
     jobs = [line for line in proc.stderr.splitlines() if "Job #" in line]
-    assert len(jobs) == 12 and not [j for j in jobs if ": ok, test/acc " not in j or not j.endswith(" s")], [j for j in jobs if ": ok, test/acc " not in j or not j.endswith(" s")]
+    assert len(jobs) == 12 and not [j for j in jobs if ": ok, test/acc " not in j or not j.endswith(" s")], [
+        j for j in jobs if ": ok, test/acc " not in j or not j.endswith(" s")
+    ]
     output = proc.stdout + proc.stderr
-    assert "Tip:" not in output and "┏" not in output and "Epoch 0" not in output  # no advertising, tables or progress bars
+    assert (
+        "Tip:" not in output and "┏" not in output and "Epoch 0" not in output
+    )  # no advertising, tables or progress bars
     assert proc.stdout.rstrip().splitlines()[-1].startswith(("| ", "- "))  # the summary's last table row or warning
     assert len(proc.stdout.splitlines()) < 100
 
@@ -59,7 +72,10 @@ def test_runs_csv_matches_every_record_and_the_tuned_table_picks_the_best_rate(s
     for path, record in records.items():
         overrides = dict(o.split("=", 1) for o in yaml.safe_load((path / ".hydra" / "overrides.yaml").read_text()))
         scores[record["mixer"], overrides["module.optimizer.lr"]].append(record["monitor_best"])
-    expected = {f"model={m}": f"module.optimizer.lr={max(LRS, key=lambda lr: statistics.fmean(scores[m, lr]))}" for m in ("dot", "euclid")}
+    expected = {
+        f"model={m}": f"module.optimizer.lr={max(LRS, key=lambda lr: statistics.fmean(scores[m, lr]))}"
+        for m in ("dot", "euclid")
+    }
     tuned = {r["config"]: r["tuned"] for r in csv.DictReader((folder / "summary.csv").open()) if r["table"] == "tuned"}
     assert tuned == expected
     assert "### Each configuration at its best module.optimizer.lr" in proc.stdout and "Rule:" in proc.stdout
@@ -83,7 +99,9 @@ def test_tensorboard_runs_declare_the_same_hparams_and_log_by_epoch(sweep):
         scalars, hparams, texts = events.scalars, events.hparams, events.texts
         declared.append(frozenset(hparams))
         assert set(CURATED) <= hparams and "module.optimizer.lr" in hparams
-        assert events.experiments == 1 and events.columns[:len(CURATED)] == list(CURATED)  # in this order in TensorBoard
+        assert events.experiments == 1 and events.columns[: len(CURATED)] == list(
+            CURATED
+        )  # in this order in TensorBoard
         assert events.steps["val/acc"] == events.steps["train/loss"] == events.steps["attn/layer0/entropy"] == [1, 2]
         assert "epoch" not in scalars and "train/lr" in scalars and not any(t.startswith("lr-") for t in scalars)
         assert "config" in texts

@@ -14,17 +14,27 @@ def test_a_single_run_prints_what_matters_and_leaves_the_chatter_to_train_log(cl
     record, lines = read_metrics(run), proc.stderr.strip().splitlines()
     folder = run.relative_to(root).as_posix()
     assert lines[0] == f"Run folder: {folder}" and folder.endswith("_dot_digits_seed=1,trainer.max_epochs=2")
-    assert lines[1] == f"Training dot on digits: PatchClassifier, {record['params']:,} parameters; 2 epochs, batches of 64."
+    assert (
+        lines[1]
+        == f"Training dot on digits: PatchClassifier, {record['params']:,} parameters; 2 epochs, batches of 64."
+    )
     epochs = [line for line in lines if line.startswith("epoch ")]
     assert [e.split(":")[0] for e in epochs] == ["epoch 1/2", "epoch 2/2"]
-    assert all(re.fullmatch(r"epoch \d/2: train/loss \d\.\d{4}, val/acc \d\.\d{4} \(best \d\.\d{4}\)", e) for e in epochs), epochs
+    assert all(
+        re.fullmatch(r"epoch \d/2: train/loss \d\.\d{4}, val/acc \d\.\d{4} \(best \d\.\d{4}\)", e) for e in epochs
+    ), epochs
     (best,) = (run / "checkpoints").glob("epoch*.ckpt")
     tested = int(best.name[5:8])
     assert record["tested_epoch"] == tested
-    assert lines[-2] == (f"Test (checkpoint of epoch {tested}, val/acc {record['monitor_best']:.4f}): "
-                         f"test/acc {record['test/acc']:.4f}, test/loss {record['test/loss']:.4f}")
-    assert re.fullmatch(rf"Run ok in [\d.]+ s: {re.escape(folder)}/ holds metrics.json, checkpoints/ and train.log; "
-                        rf"curves: tensorboard --logdir {re.escape(folder)}", lines[-1]), lines[-1]
+    assert lines[-2] == (
+        f"Test (checkpoint of epoch {tested}, val/acc {record['monitor_best']:.4f}): "
+        f"test/acc {record['test/acc']:.4f}, test/loss {record['test/loss']:.4f}"
+    )
+    assert re.fullmatch(
+        rf"Run ok in [\d.]+ s: {re.escape(folder)}/ holds metrics.json, checkpoints/ and train.log; "
+        rf"curves: tensorboard --logdir {re.escape(folder)}",
+        lines[-1],
+    ), lines[-1]
     output = proc.stdout + proc.stderr
     for chatter in ("GPU available", "limit_train_batches", "LeafSpec", "FLOPs", "Restoring states", "┏", "Tip:"):
         assert chatter not in output, chatter

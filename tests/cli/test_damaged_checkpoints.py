@@ -22,7 +22,9 @@ def test_predict_falls_back_from_a_damaged_best_checkpoint_and_names_what_is_wro
     proc = run_predict(run, 'prompt="[bos] el perro"', "tokens=1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"warning: The checkpoint {best} is damaged: it ends early" in proc.stderr
-    assert f"Predicting with {run / 'checkpoints' / 'last.ckpt'} instead." in proc.stderr and "next token" in proc.stdout
+    assert (
+        f"Predicting with {run / 'checkpoints' / 'last.ckpt'} instead." in proc.stderr and "next token" in proc.stdout
+    )
 
     (run / "checkpoints" / "last.ckpt").write_bytes(os.urandom(4096))  # now no checkpoint of the run is intact
     for choice in ("best", "last"):

@@ -34,7 +34,9 @@ def test_kill9_then_resume_equals_uninterrupted_run(tmp_path):
     expected, resumed = read_metrics(run_dirs(whole / "outputs")[0]), read_metrics(run)
     assert resumed["status"] == "ok"
     assert {k: resumed[k] for k in FINAL} == {k: expected[k] for k in FINAL}
-    assert resumed["seconds_per_epoch"] * 2 == pytest.approx(resumed["fit_s"], abs=0.01)  # the 2 epochs left after epoch 1
+    assert resumed["seconds_per_epoch"] * 2 == pytest.approx(
+        resumed["fit_s"], abs=0.01
+    )  # the 2 epochs left after epoch 1
     # a finished run is skipped when resumed again
     mtime = (run / "metrics.json").stat().st_mtime
     run_cli(broken, *SLOW, "resume=true")
@@ -64,8 +66,12 @@ def test_same_seed_gives_identical_metrics(tmp_path):
 
 
 def test_huge_learning_rate_diverges_with_clear_message(cli):
-    root, proc = cli("module.optimizer._target_=torch.optim.SGD", "module.optimizer.lr=1e12",
-                     "callbacks.progress_bar.refresh_rate=0", check=False)
+    root, proc = cli(
+        "module.optimizer._target_=torch.optim.SGD",
+        "module.optimizer.lr=1e12",
+        "callbacks.progress_bar.refresh_rate=0",
+        check=False,
+    )
     assert proc.returncode == 3
     (run,) = run_dirs(root / "outputs")
     record = read_metrics(run)
@@ -91,11 +97,21 @@ class NaNAfter(nn.Module):
 def test_divergence_stops_at_once_and_keeps_last_good_checkpoint(tmp_path):
     torch.manual_seed(0)
     dm = DigitsDataModule(patch_size=2, val_size=180)  # 20 steps per epoch
-    module = TaskModule(NaNAfter(bad_from=45), ImageClassification(), optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
-                              divergence_check_every=5)
+    module = TaskModule(
+        NaNAfter(bad_from=45),
+        ImageClassification(),
+        optimizer=lambda params: torch.optim.SGD(params, lr=0.1),
+        divergence_check_every=5,
+    )
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_last=True, monitor="val/acc", mode="max")
-    trainer = pl.Trainer(max_epochs=5, callbacks=[ckpt], logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=5,
+        callbacks=[ckpt],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     with pytest.raises(DivergedError, match=r"at step 45 .*last\.ckpt still holds the last good epoch"):
         trainer.fit(module, datamodule=dm)
     assert trainer.global_step <= 50  # stopped within one check interval
@@ -119,8 +135,15 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
         resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
 
     overrides = ["net.dim=16384", "callbacks.progress_bar.refresh_rate=0"]
-    proc = subprocess.run([sys.executable, "-m", "attnexp.cli.train", *overrides], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, preexec_fn=limit, env={**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.train", *overrides],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limit,
+        env={**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = next(line for line in proc.stderr.splitlines() if line.startswith("Run failed: Out of memory"))
     assert "Traceback" not in proc.stderr and "on the CPU (main memory): an allocation of" in message

@@ -23,8 +23,23 @@ def built_wheel(tmp_path: Path) -> Path:
         shutil.copy(REPO / name, src / name)
     for name in ("attnexp", "configs"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(src)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = (tmp_path / "dist").glob("attnexp-*.whl")
     return wheel
 
@@ -32,12 +47,19 @@ def built_wheel(tmp_path: Path) -> Path:
 def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout(tmp_path):
     wheel = built_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
-    configs = {f"attnexp/configs/{p.relative_to(REPO / 'configs').as_posix()}" for p in (REPO / "configs").rglob("*.yaml")}
+    configs = {
+        f"attnexp/configs/{p.relative_to(REPO / 'configs').as_posix()}" for p in (REPO / "configs").rglob("*.yaml")
+    }
     modules = {p.relative_to(REPO).as_posix() for p in (REPO / "attnexp").rglob("*.py")}
     assert configs <= names and modules <= names, sorted((configs | modules) - names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     # --system-site-packages gives the base interpreter's packages: where this one is itself a virtual environment,
     # its own packages come through a .pth file (paths only: its editable install of attnexp stays out)
     (purelib,) = (venv / "lib").glob("python*/site-packages")
@@ -47,9 +69,13 @@ def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONWARNINGS": "ignore"}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [str(venv / "bin" / args[0]), *args[1:]], cwd=project, env=env, capture_output=True, text=True, timeout=600
+        )
 
-    where = run("python", "-c", "import attnexp.cli.search_path as s; print(s.__file__); print(s.config_dir())").stdout.split()
+    where = run(
+        "python", "-c", "import attnexp.cli.search_path as s; print(s.__file__); print(s.config_dir())"
+    ).stdout.split()
     assert all(w.startswith(str(venv)) for w in where) and where[1].endswith("attnexp/configs"), where
     import torch
 

@@ -21,8 +21,20 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: one thread beats two fight
 
 def run_predict(run, *overrides: str) -> subprocess.CompletedProcess:
     """``attnexp-predict`` (its module) on a run folder."""
-    env = {**os.environ, **ONE_THREAD, "PYTHONWARNINGS": "ignore", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "attnexp.cli.predict", f"run={run}", *overrides], cwd=run, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        **ONE_THREAD,
+        "PYTHONWARNINGS": "ignore",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.predict", f"run={run}", *overrides],
+        cwd=run,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
@@ -49,7 +61,9 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     probs = [float(line.split()[0]) for line in lines[2:5]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
     assert lines[-1].startswith("[bos] el perro come") and len(lines[-1].split()) == 7, proc.stdout
-    assert not list(run.glob("predict*")) and not (run / ".hydra" / "predict.yaml").exists()  # predicting writes nothing
+    assert (
+        not list(run.glob("predict*")) and not (run / ".hydra" / "predict.yaml").exists()
+    )  # predicting writes nothing
 
     proc = run_predict(run, 'prompt="zorro lobo"')
     assert proc.returncode == 2 and "has no token the model knows" in proc.stderr
@@ -79,8 +93,15 @@ def test_char_level_run_on_a_small_file(cli, tmp_path):
     text = "".join(f"the {w} sat on the mat and {w} saw a cat.\n" for w in ("cat", "dog", "owl", "fox") * 30)
     (tmp_path / "book.txt").write_text(text, encoding="utf-8")
     root, _ = cli(
-        "model=se", "data=text", "data.path=book.txt", "data.level=char", "data.context=32", "net.dim=32",
-        "trainer.max_epochs=1", *QUIET, env=ONE_THREAD,
+        "model=se",
+        "data=text",
+        "data.path=book.txt",
+        "data.level=char",
+        "data.context=32",
+        "net.dim=32",
+        "trainer.max_epochs=1",
+        *QUIET,
+        env=ONE_THREAD,
     )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)

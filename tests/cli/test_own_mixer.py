@@ -18,7 +18,9 @@ EXAMPLES = REPO / "examples"
 
 def command(cwd: Path, module: str, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath]))}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def example_folder(tmp_path: Path) -> Path:
@@ -37,9 +39,13 @@ def test_the_example_folder_sweeps_against_dot_under_its_own_name(tmp_path):
     for run in mine:
         metrics = read_metrics(run)
         assert metrics["status"] == "ok" and metrics["path"] == "explicit"
-        assert "attn/layer0/mass" in metrics and "attn/layer0/entropy" not in metrics  # relu's weights are no distributions
+        assert (
+            "attn/layer0/mass" in metrics and "attn/layer0/entropy" not in metrics
+        )  # relu's weights are no distributions
         hparams = yaml.safe_load((run / "hparams.yaml").read_text())
-        assert hparams["mixer"] == "relu" and [hparams[k] for k in ("width", "depth", "heads")] == [dot[k] for k in ("width", "depth", "heads")]
+        assert hparams["mixer"] == "relu" and [hparams[k] for k in ("width", "depth", "heads")] == [
+            dot[k] for k in ("width", "depth", "heads")
+        ]
         assert read_events(run).session["mixer"].string_value == "relu"  # TensorBoard's HParams row says relu too
     summary = (runs[0].parents[1] / "summary.md").read_text()
     assert "| model=relu | 2 |" in summary and "Δ vs model=dot" in summary, summary
@@ -51,7 +57,9 @@ def test_the_kit_passes_the_example_and_names_the_check_a_leaky_mixer_fails(tmp_
     ok = command(folder, "attnexp.cli.check", "model=relu")
     assert ok.returncode == 0 and "14 checks: all passed" in ok.stdout, ok.stdout + ok.stderr[-2000:]
     shutil.copy(REPO / "tests" / "broken_mixers.py", folder / "broken_mixers.py")
-    (folder / "configs" / "model" / "leaky.yaml").write_text("_target_: broken_mixers.LeaksTheFuture\n_partial_: true\n")
+    (folder / "configs" / "model" / "leaky.yaml").write_text(
+        "_target_: broken_mixers.LeaksTheFuture\n_partial_: true\n"
+    )
     leaky = command(folder, "attnexp.cli.check", "model=leaky")
     assert leaky.returncode == 1, leaky.stdout + leaky.stderr[-2000:]
     assert "FAIL  no causal leak" in leaky.stdout and "1 failed (no causal leak)" in leaky.stdout, leaky.stdout
@@ -69,13 +77,33 @@ def test_a_mixer_that_only_follows_the_call_contract_gets_telemetry_and_hparams(
     assert "_naive_digits_" in run.name and metrics["mixer"] == "naive"
     assert 0 < metrics["attn/layer0/entropy"] <= 1 and "attn/layer0/max_weight" in metrics
     hparams = yaml.safe_load((run / "hparams.yaml").read_text())
-    assert tuple(int(hparams[k]) for k in ("width", "depth", "heads")) == (4, 1, 1)  # one layer over the digits' 2x2 patches
+    assert tuple(int(hparams[k]) for k in ("width", "depth", "heads")) == (
+        4,
+        1,
+        1,
+    )  # one layer over the digits' 2x2 patches
 
 
 def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
-                    str(EXAMPLES / "mixer_package")], check=True, capture_output=True, timeout=300, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(EXAMPLES / "mixer_package"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     shutil.rmtree(EXAMPLES / "mixer_package" / "build", ignore_errors=True)  # what the build leaves in the source tree
     for info in (EXAMPLES / "mixer_package").glob("*.egg-info"):
         shutil.rmtree(info)

@@ -24,8 +24,14 @@ KINDS = {"diff": "attn/layer0/negative_mass", "linear": "attn/layer0/entropy", "
 
 def kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "attnexp.cli.check", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.check", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -34,7 +40,9 @@ def folder(tmp_path) -> Path:
     shutil.copytree(PUBLISHED, tmp_path / "mine")
     shutil.copy(REPO / "tests" / "broken_mixers.py", tmp_path / "mine" / "broken_mixers.py")
     for name in ("Transposes", "FailsInTraining", "DropsALastToken", "NoWeights"):
-        (tmp_path / "mine" / "configs" / "model" / f"{name.lower()}.yaml").write_text(f"_target_: broken_mixers.{name}\n_partial_: true\n")
+        (tmp_path / "mine" / "configs" / "model" / f"{name.lower()}.yaml").write_text(
+            f"_target_: broken_mixers.{name}\n_partial_: true\n"
+        )
     return tmp_path / "mine"
 
 
@@ -49,11 +57,15 @@ def test_each_published_mixer_passes_the_kit_at_two_network_sizes(folder, name):
     assert f"width 16, {heads}, batch 3, 16 tokens (19 keys for cross-attention)" in sized.stdout, sized.stdout
     assert "the network of data=digits, net=patch" in sized.stdout and "PASS  smoke run" in sized.stdout
     speed = sized.stdout.splitlines()[-1]
-    assert speed.startswith("speed at batch 64, 16 tokens, width 16") and "x dot's time" in speed and "CPU " in speed, speed
+    assert speed.startswith("speed at batch 64, 16 tokens, width 16") and "x dot's time" in speed and "CPU " in speed, (
+        speed
+    )
 
 
 def test_each_published_mixer_trains_beside_dot_with_every_callback(folder):
-    run_cli(folder, "--multirun", "model=dot,diff,linear,gau", "data=digits", "net.dim=16", *FAST, "hydra/launcher=basic")
+    run_cli(
+        folder, "--multirun", "model=dot,diff,linear,gau", "data=digits", "net.dim=16", *FAST, "hydra/launcher=basic"
+    )
     runs = {read_metrics(r)["mixer"]: r for r in run_dirs(folder / "outputs")}
     assert sorted(runs) == ["diff", "dot", "gau", "linear"]
     for run in runs.values():
@@ -62,7 +74,9 @@ def test_each_published_mixer_trains_beside_dot_with_every_callback(folder):
         assert {"figures/attention/layer0", "figures/predictions"} <= read_events(run).images
     for name, key in KINDS.items():
         assert key in read_metrics(runs[name]), (name, read_metrics(runs[name]))
-    assert "attn/layer0/entropy" not in read_metrics(runs["diff"]) and "attn/layer0/score_max" in read_metrics(runs["gau"])
+    assert "attn/layer0/entropy" not in read_metrics(runs["diff"]) and "attn/layer0/score_max" in read_metrics(
+        runs["gau"]
+    )
 
 
 def test_the_kit_catches_an_output_in_another_layout_at_the_composed_size(folder):
@@ -77,7 +91,10 @@ def test_the_kits_smoke_run_finds_what_only_training_shows(folder):
     lines = {line[6:31].strip(): line for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL", "n/a ")}
     assert proc.returncode == 1 and lines["smoke run"].startswith("FAIL"), proc.stdout + proc.stderr[-2000:]
     assert all(not line.startswith("FAIL") for name, line in lines.items() if name != "smoke run")
-    assert "the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:" in lines["smoke run"]
+    assert (
+        "the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:"
+        in lines["smoke run"]
+    )
     assert "14 checks: 1 failed (smoke run)" in proc.stdout
 
 
@@ -86,14 +103,22 @@ def test_a_mixer_without_weights_runs_without_attention_telemetry_and_says_so(fo
     (run,) = run_dirs(folder / "outputs")
     assert read_metrics(run)["status"] == "ok" and not [k for k in read_metrics(run) if k.startswith("attn/")]
     said = [line for line in proc.stderr.splitlines() if "returns no attention weights" in line]
-    assert said == ["NoWeights returns no attention weights (forward(..., need_weights=True) gave None): no attention "
-                    "telemetry and no attention figures for this run."], proc.stderr[-3000:]
+    assert said == [
+        "NoWeights returns no attention weights (forward(..., need_weights=True) gave None): no attention "
+        "telemetry and no attention figures for this run."
+    ], proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("name,words", [
-    ("failsintraining", "Run failed: the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:"),
-    ("dropsalasttoken", "Run failed: DropsALastToken.forward (broken_mixers.py:"),
-])
+@pytest.mark.parametrize(
+    "name,words",
+    [
+        (
+            "failsintraining",
+            "Run failed: the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:",
+        ),
+        ("dropsalasttoken", "Run failed: DropsALastToken.forward (broken_mixers.py:"),
+    ],
+)
 def test_a_failure_inside_a_mixer_names_it_and_its_line_with_the_traceback_in_train_log(folder, name, words):
     proc = run_cli(folder, f"model={name}", *FAST, check=False)
     (run,) = run_dirs(folder / "outputs")
@@ -103,4 +128,6 @@ def test_a_failure_inside_a_mixer_names_it_and_its_line_with_the_traceback_in_tr
     log = (run / "train.log").read_text()
     assert "Traceback (most recent call last)" in log and "broken_mixers.py" in log
     if name == "dropsalasttoken":
-        assert re.search(r"returned an output of shape \((\d+), 15, 4\) for tokens of shape \(\1, 16, 4\)", message), message
+        assert re.search(r"returned an output of shape \((\d+), 15, 4\) for tokens of shape \(\1, 16, 4\)", message), (
+            message
+        )

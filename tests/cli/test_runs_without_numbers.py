@@ -30,7 +30,11 @@ def test_runs_that_trained_or_validated_nothing_say_so_and_are_left_out(cli, cap
     text = capsys.readouterr().out
     rows = list(csv.DictReader((root / "cmp" / "summary.csv").open()))
     assert [(r["config"], r["n"], r["status"]) for r in rows] == [("model=dot", "1", "ok")]
-    assert text.count("Left out: ") == 2 and "(untrained: no training batch ran" in text and "(unvalidated: no validation" in text
+    assert (
+        text.count("Left out: ") == 2
+        and "(untrained: no training batch ran" in text
+        and "(unvalidated: no validation" in text
+    )
     assert len(list(csv.DictReader((root / "cmp" / "runs.csv").open()))) == 1
 
 
@@ -47,8 +51,16 @@ def test_a_run_stopped_by_bad_input_is_no_comparison_row(cli, capsys):
     left = root / "outputs" / "runs" / "earlier_bad_input"
     (left / ".hydra").mkdir(parents=True)
     (left / ".hydra" / "overrides.yaml").write_text("- trainer.max_epochs=0\n")
-    metrics_file.write(left, {"status": "bad_input", "mixer": "dot", "data": "digits", "seed": 0,
-                              "error": "trainer.max_epochs=0 is not allowed: a positive integer."})
+    metrics_file.write(
+        left,
+        {
+            "status": "bad_input",
+            "mixer": "dot",
+            "data": "digits",
+            "seed": 0,
+            "error": "trainer.max_epochs=0 is not allowed: a positive integer.",
+        },
+    )
     capsys.readouterr()
     assert compare([str(root / "outputs"), "--out", str(root / "cmp")]) == 0
     text = capsys.readouterr().out

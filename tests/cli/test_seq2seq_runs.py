@@ -10,7 +10,15 @@ SMALL = ["trainer.max_epochs=1", "trainer.limit_train_batches=5", "net.dim=16", 
 
 
 def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
-    root, _ = cli("data=dates", "data.train_size=400", "data.val_size=50", "data.test_size=50", "task.beam=2", *SMALL, env=ONE_THREAD)
+    root, _ = cli(
+        "data=dates",
+        "data.train_size=400",
+        "data.val_size=50",
+        "data.test_size=50",
+        "task.beam=2",
+        *SMALL,
+        env=ONE_THREAD,
+    )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
     assert metrics["status"] == "ok" and metrics["net"] == "seq2seq" and metrics["task"] == "seq2seq"
@@ -19,7 +27,11 @@ def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
     for stage in ("val", "test"):
         assert 0 <= metrics[f"{stage}/exact"] <= metrics[f"{stage}/acc"] <= 1 and metrics[f"{stage}/cer"] >= 0
         assert metrics[f"{stage}/ppl"] == pytest.approx(2.718281828 ** metrics[f"{stage}/loss"], rel=1e-4)
-    assert {"attn/layer0/entropy", "attn/layer3/entropy", "attn/layer5/max_weight"} <= metrics.keys()  # encoder, cross-attention
+    assert {
+        "attn/layer0/entropy",
+        "attn/layer3/entropy",
+        "attn/layer5/max_weight",
+    } <= metrics.keys()  # encoder, cross-attention
     events = read_events(run)
     assert "figures/cross_attention" in events.images and "val/exact" in events.scalars
 
@@ -36,7 +48,10 @@ def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
 
 def test_pairs_run_scores_bleu(cli, tmp_path):
     numbers = ["cero", "uno", "dos", "tres", "cuatro"], ["zero", "one", "two", "three", "four"]
-    lines = [f"{numbers[0][i % 5]} {numbers[0][(i // 5) % 5]}\tit is {numbers[1][i % 5]} {numbers[1][(i // 5) % 5]} .\t#{i}" for i in range(60)]
+    lines = [
+        f"{numbers[0][i % 5]} {numbers[0][(i // 5) % 5]}\tit is {numbers[1][i % 5]} {numbers[1][(i // 5) % 5]} .\t#{i}"
+        for i in range(60)
+    ]
     path = tmp_path / "es-en.tsv"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     root, _ = cli("data=pairs", f"data.path={path}", *SMALL, env=ONE_THREAD)
@@ -59,8 +74,20 @@ def test_bad_pairs_file_and_mlp_stop_before_training(cli, tmp_path):
 
 def test_dates_are_learnt(cli):
     """dot, seeded, 4 short epochs: well above chance (exact match of a random date: 1 in 36,525)."""
-    root, _ = cli("data=dates", "model=dot", "data.train_size=4000", "data.val_size=300", "data.test_size=300", "trainer.max_epochs=4",
-                  "net.dim=32", "net.dropout=0.0", "seed=1", "threads=1", *QUIET, env=ONE_THREAD)
+    root, _ = cli(
+        "data=dates",
+        "model=dot",
+        "data.train_size=4000",
+        "data.val_size=300",
+        "data.test_size=300",
+        "trainer.max_epochs=4",
+        "net.dim=32",
+        "net.dropout=0.0",
+        "seed=1",
+        "threads=1",
+        *QUIET,
+        env=ONE_THREAD,
+    )
     metrics = read_metrics(run_dirs(root / "outputs")[0])
     assert metrics["test/exact"] > 0.4, metrics  # 0.73 when written
     assert metrics["test/cer"] < 0.2, metrics
@@ -69,8 +96,21 @@ def test_dates_are_learnt(cli):
 def test_digit_captions_are_learnt_and_predicted_from_an_image(cli, tmp_path):
     """dot on canvases of the bundled digits, seeded, 4 short epochs: well above chance (about 1 in 27 for
     guessing the digits of a canvas whose count shows)."""
-    root, _ = cli("data=captions", "data.images=digits", "model=dot", "data.train_size=4000", "data.val_size=300", "data.test_size=300",
-                  "trainer.max_epochs=4", "net.dim=32", "net.dropout=0.0", "seed=1", "threads=1", *QUIET, env=ONE_THREAD)
+    root, _ = cli(
+        "data=captions",
+        "data.images=digits",
+        "model=dot",
+        "data.train_size=4000",
+        "data.val_size=300",
+        "data.test_size=300",
+        "trainer.max_epochs=4",
+        "net.dim=32",
+        "net.dropout=0.0",
+        "seed=1",
+        "threads=1",
+        *QUIET,
+        env=ONE_THREAD,
+    )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
     assert metrics["test/exact"] > 0.5, metrics  # 0.82 when written

@@ -11,7 +11,14 @@ FAMILIES = {
     "language model": ["data=corpus", "data.context=16", "net.dim=16"],
     "encoder": ["data=listops", "net.dim=16", "data.train_size=256", "data.val_size=128", "data.test_size=128"],
     "seq2seq": ["data=dates", "net.dim=16", "data.train_size=512", "data.val_size=128", "data.test_size=128"],
-    "answer tokens": ["data=mqar", "net.dim=16", "data.train_size=256", "data.val_size=128", "data.test_size=128", "model.heads=2"],
+    "answer tokens": [
+        "data=mqar",
+        "net.dim=16",
+        "data.train_size=256",
+        "data.val_size=128",
+        "data.test_size=128",
+        "model.heads=2",
+    ],
 }
 
 

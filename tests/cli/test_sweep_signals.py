@@ -15,8 +15,15 @@ import pytest
 from helpers import read_metrics, run_cli, run_dirs, start
 
 # three jobs on two workers: one waits for a free worker when the signal comes
-SWEEP = ["--multirun", "seed=0,1,2", "hydra.launcher.n_jobs=2", "trainer.max_epochs=500", "data.batch_size=16",
-         "net.dim=16", "callbacks.progress_bar.refresh_rate=0"]
+SWEEP = [
+    "--multirun",
+    "seed=0,1,2",
+    "hydra.launcher.n_jobs=2",
+    "trainer.max_epochs=500",
+    "data.batch_size=16",
+    "net.dim=16",
+    "callbacks.progress_bar.refresh_rate=0",
+]
 
 
 def wait_for_two_jobs(cwd, proc, timeout: float = 300) -> None:

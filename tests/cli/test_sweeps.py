@@ -26,7 +26,9 @@ def test_failing_job_is_recorded_and_others_run(cli):
     assert proc.returncode == 1
     sweep = sweep_dir(root)
     status = {p.relative_to(sweep).as_posix(): read_metrics(p)["status"] for p in run_dirs(sweep)}
-    assert status == {"model.heads=1": "ok"} and not (sweep / "model.heads=3").exists()  # the fixed overrides are not in the names
+    assert (
+        status == {"model.heads=1": "ok"} and not (sweep / "model.heads=3").exists()
+    )  # the fixed overrides are not in the names
     rows = [r for r in csv.DictReader((sweep / "summary.csv").open()) if r["table"] == "all"]
     assert [(r["config"], r["status"], r["n"]) for r in rows] == [("model=dot", "ok", "1")]  # the bad job is no row
     summary = (sweep / "summary.md").read_text()
@@ -37,20 +39,35 @@ def test_failing_job_is_recorded_and_others_run(cli):
 
 def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
     """test=false: a job is done when fit ends. Validating every other epoch: the plateau schedule skips the others."""
-    root, _proc = cli("--multirun", "model=dot,se", "test=false", "module/scheduler=plateau", "trainer.max_epochs=2",
-                     "trainer.check_val_every_n_epoch=2", "paths.log_dir=outputs", QUIET)
+    root, _proc = cli(
+        "--multirun",
+        "model=dot,se",
+        "test=false",
+        "module/scheduler=plateau",
+        "trainer.max_epochs=2",
+        "trainer.check_val_every_n_epoch=2",
+        "paths.log_dir=outputs",
+        QUIET,
+    )
     sweep = sweep_dir(root)
     assert not any("paths.log_dir" in p.name for p in run_dirs(sweep))  # the root is not part of a job's name
     records = [read_metrics(p) for p in run_dirs(sweep)]
     assert len(records) == 2 and all(r["status"] == "ok" and "test/acc" not in r and r["epochs"] == 2 for r in records)
     rows = {r["config"]: r for r in csv.DictReader((sweep / "summary.csv").open())}
-    assert {row["status"] for row in rows.values()} == {"ok"} and all(float(row["val/acc_best mean"]) > 0 for row in rows.values())
+    assert {row["status"] for row in rows.values()} == {"ok"} and all(
+        float(row["val/acc_best mean"]) > 0 for row in rows.values()
+    )
 
 
 def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
     from helpers import run_cli
 
-    args = ["--multirun", "hydra/launcher=basic", "seed=3,4", *[a for a in SLOW if not a.startswith("seed=")]]  # one job at a time
+    args = [
+        "--multirun",
+        "hydra/launcher=basic",
+        "seed=3,4",
+        *[a for a in SLOW if not a.startswith("seed=")],
+    ]  # one job at a time
     proc = start(tmp_path, *args)
     first = None
     while first is None:  # wait until job 0 finished and job 1 has a checkpoint
@@ -93,11 +110,15 @@ def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_pat
     parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
     parallel.mkdir(), sequential.mkdir()
     run_cli(parallel, *args)  # the default launcher: joblib, one job per core, cores / jobs threads each
-    run_cli(sequential, *args, "hydra/launcher=basic", "threads=1")  # one after the other, one thread (2 cores / 2 jobs here)
+    run_cli(
+        sequential, *args, "hydra/launcher=basic", "threads=1"
+    )  # one after the other, one thread (2 cores / 2 jobs here)
     for job in ("model=dot", "model=euclid"):
         a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
         assert a["status"] == b["status"] == "ok"
-        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {k: b[k] for k in ("train/loss", "val/loss", "test/acc")}
+        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {
+            k: b[k] for k in ("train/loss", "val/loss", "test/acc")
+        }
     assert (sweep_dir(parallel) / "summary.csv").exists()
 
 
@@ -107,7 +128,9 @@ def test_optuna_search_optimises_the_returned_metric(cli):
     assert f"Best value: {best}" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("parallel", "JoblibLauncher"), ("basic", "BasicLauncher")])
+@pytest.mark.parametrize(
+    "launcher,target", [("slurm", "SlurmLauncher"), ("parallel", "JoblibLauncher"), ("basic", "BasicLauncher")]
+)
 def test_launcher_configs_compose(launcher, target):
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -132,8 +155,14 @@ def test_curves_come_from_the_csv_logger_without_tensorboard(tmp_path):
 
 
 def test_overrides_too_long_for_a_folder_name_get_a_short_one(cli):
-    root, proc = cli("--multirun", f"+note={'x' * 300},{'y' * 300}", "trainer.max_epochs=1",
-                     "trainer.limit_train_batches=2", QUIET, check=False)
+    root, proc = cli(
+        "--multirun",
+        f"+note={'x' * 300},{'y' * 300}",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        QUIET,
+        check=False,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
     sweep = sweep_dir(root)
     names = sorted(p.relative_to(sweep).as_posix() for p in run_dirs(sweep))
@@ -168,10 +197,16 @@ def test_jobs_that_would_share_a_folder_are_refused_before_anything_runs(cli):
     assert not list((root / "outputs").rglob("multirun.yaml")) and not run_dirs(root / "outputs")
 
 
-@pytest.mark.parametrize("override,words", [
-    ("hydra.launcher.n_jobs=0", ["hydra.launcher.n_jobs=0 is not allowed", "positive integer"]),
-    ("hydra/launcher=slurm", ["hydra/launcher=slurm submits each job to a SLURM cluster with sbatch", "hydra/launcher=basic"]),
-])
+@pytest.mark.parametrize(
+    "override,words",
+    [
+        ("hydra.launcher.n_jobs=0", ["hydra.launcher.n_jobs=0 is not allowed", "positive integer"]),
+        (
+            "hydra/launcher=slurm",
+            ["hydra/launcher=slurm submits each job to a SLURM cluster with sbatch", "hydra/launcher=basic"],
+        ),
+    ],
+)
 def test_launcher_settings_that_cannot_work_stop_before_a_sweep_folder_is_made(cli, override, words):
     """Finding 6: one paragraph and exit status 2, no traceback, no empty sweep folder (no sbatch on the PATH here)."""
     root, proc = cli("--multirun", "model=dot,euclid", override, QUIET, check=False, env={"PATH": "/usr/bin:/bin"})
@@ -184,8 +219,14 @@ def test_launcher_settings_that_cannot_work_stop_before_a_sweep_folder_is_made(c
 
 def test_submitit_leaves_no_stray_folder(cli):
     """Finding 10: submitit's files go to .submitit/ without an empty folder named %j beside them."""
-    root, _ = cli("--multirun", "hydra/launcher=submitit_local", "model=dot", "trainer.max_epochs=1",
-                  "trainer.limit_train_batches=2", QUIET)
+    root, _ = cli(
+        "--multirun",
+        "hydra/launcher=submitit_local",
+        "model=dot",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        QUIET,
+    )
     sweep = sweep_dir(root)
     assert read_metrics(sweep / "job0")["status"] == "ok"
     assert list((sweep / ".submitit").glob("*_0_log.out")) and not list(sweep.rglob("%j"))

@@ -16,12 +16,14 @@ def test_tensorboard_shows_a_run_as_the_readme_says(cli):
     # the checkpoint metric at its lowest: the best checkpoint is an early epoch while training runs on
     root, _ = cli("seed=2", "trainer.max_epochs=3", "net.depth=2", "callbacks.checkpoint.mode=min", QUIET)
     (run,) = run_dirs(root / "outputs")
-    assert run.name.endswith("_dot_digits_callbacks.checkpoint.mode=min,callbacks.progress_bar.refresh_rate=0,"
-                             "net.depth=2,seed=2,trainer.max_epochs=3")
+    assert run.name.endswith(
+        "_dot_digits_callbacks.checkpoint.mode=min,callbacks.progress_bar.refresh_rate=0,"
+        "net.depth=2,seed=2,trainer.max_epochs=3"
+    )
     events, record = read_events(run), read_metrics(run)
 
     assert events.columns[:5] == ["mixer", "seed", "data", "lr", "params"]  # shown first, in this order
-    assert events.columns[:len(CURATED)] == list(CURATED) and "trainer.max_epochs" in events.columns
+    assert events.columns[: len(CURATED)] == list(CURATED) and "trainer.max_epochs" in events.columns
     assert events.session["seed"].string_value == "2" and events.session["depth"].string_value == "2"  # not 2.0000
     assert events.session["params"].number_value == record["params"]
     metrics = events.metric_columns

@@ -28,9 +28,17 @@ def user_folder(root: Path, target: str = "mine_attention.MineAttention", name: 
     return root
 
 
-def attnexp(cwd: Path, *args: str, pythonpath: str = "", module: str = "attnexp.cli.train") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath])), "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def attnexp(
+    cwd: Path, *args: str, pythonpath: str = "", module: str = "attnexp.cli.train"
+) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath])),
+        "PYTHONWARNINGS": "ignore",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def model_line(help_text: str) -> list[str]:
@@ -52,7 +60,9 @@ def test_an_installed_package_adds_its_configs_through_an_entry_point(tmp_path):
     (site / "mine_pkg" / "configs" / "model").mkdir(parents=True)
     (site / "mine_pkg" / "__init__.py").write_text(MIXER)
     (site / "mine_pkg" / "configs" / "__init__.py").write_text("")
-    (site / "mine_pkg" / "configs" / "model" / "from_pkg.yaml").write_text("_target_: mine_pkg.MineAttention\n_partial_: true\n")
+    (site / "mine_pkg" / "configs" / "model" / "from_pkg.yaml").write_text(
+        "_target_: mine_pkg.MineAttention\n_partial_: true\n"
+    )
     info = site / "mine_pkg-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mine-pkg\nVersion: 0.1\n")
@@ -79,16 +89,24 @@ def test_a_module_that_cannot_be_found_is_named_with_the_folders_searched_before
     proc = attnexp(folder, "model=mine")
     assert proc.returncode == 2, proc.stderr[-2000:]
     message = " ".join(proc.stderr.split())
-    for words in ("model._target_ names not_here.MineAttention", "no module 'not_here'", f"{folder} (holds a configs/ folder)",
-                  "PYTHONPATH", "Nothing was run or written"):
+    for words in (
+        "model._target_ names not_here.MineAttention",
+        "no module 'not_here'",
+        f"{folder} (holds a configs/ folder)",
+        "PYTHONPATH",
+        "Nothing was run or written",
+    ):
         assert words in message, message[-2000:]
     assert "Traceback" not in proc.stderr and no_run_folder(folder)
 
 
-@pytest.mark.parametrize("target,words", [
-    ("mine_attention.MineAtention", "has no 'MineAtention'"),
-    ("broken_module.Mixer", "importing it failed: ModuleNotFoundError: No module named 'missing_dependency'"),
-])
+@pytest.mark.parametrize(
+    "target,words",
+    [
+        ("mine_attention.MineAtention", "has no 'MineAtention'"),
+        ("broken_module.Mixer", "importing it failed: ModuleNotFoundError: No module named 'missing_dependency'"),
+    ],
+)
 def test_a_module_that_cannot_be_loaded_says_why_before_any_folder(tmp_path, target, words):
     folder = user_folder(tmp_path, target=target)
     (folder / "broken_module.py").write_text("import missing_dependency\n")
@@ -108,14 +126,18 @@ def test_a_bare_target_override_is_refused_with_the_recipe(tmp_path):
     folder = user_folder(tmp_path)
     proc = attnexp(folder, "model._target_=mine_attention.MineAttention")
     message = " ".join(proc.stderr.split())
-    assert proc.returncode == 2 and "would run that class under the name of the model option" in message, message[-2000:]
+    assert proc.returncode == 2 and "would run that class under the name of the model option" in message, message[
+        -2000:
+    ]
     assert "configs/model/NAME.yaml" in message and "'_target_: mine_attention.MineAttention'" in message
     assert no_run_folder(folder)
 
 
 def test_the_kit_explains_a_mixer_it_cannot_build_instead_of_checking_it(tmp_path):
     proc = attnexp(tmp_path, "model=euclid", "model.eps=-1", module="attnexp.cli.check")
-    assert proc.returncode == 2 and "model.eps=-1 is not allowed" in proc.stderr and "PASS" not in proc.stdout, proc.stderr[-2000:]
+    assert proc.returncode == 2 and "model.eps=-1 is not allowed" in proc.stderr and "PASS" not in proc.stdout, (
+        proc.stderr[-2000:]
+    )
     folder = user_folder(tmp_path / "user", target="not_here.MineAttention")
     proc = attnexp(folder, "model=mine", module="attnexp.cli.check")
     assert proc.returncode == 2 and "no module 'not_here'" in proc.stderr, proc.stderr[-2000:]
@@ -125,5 +147,7 @@ def test_an_option_named_like_a_built_in_one_is_reported_as_hidden(tmp_path):
     """A user's configs/model/dot.yaml would silently run attnexp's dot: the commands say so."""
     folder = user_folder(tmp_path, name="dot")
     proc = attnexp(folder, "--help")
-    assert f"{folder.resolve()}/configs/model/dot.yaml: attnexp has options of these names" in proc.stderr, proc.stderr[-2000:]
+    assert f"{folder.resolve()}/configs/model/dot.yaml: attnexp has options of these names" in proc.stderr, proc.stderr[
+        -2000:
+    ]
     assert "attnexp has options of these names" not in attnexp(user_folder(tmp_path / "other"), "--help").stderr

@@ -26,9 +26,21 @@ def check_runs(root, data: str) -> None:
 
 def test_every_variant_trains_on_cifar_files(cli, tmp_path):
     random_cifar10(tmp_path / "data", n_train=200, n_test=20)
-    overrides = ["data=cifar10", "data.download=false", "data.verify_checksums=false", "data.val_size=40", "data.batch_size=32"]
-    root, _ = cli("--multirun", f"model={','.join(VARIANTS)}", *overrides, *SMALL_VIT, *FAST,
-                  env={"ATTNEXP_DATA_DIR": str(tmp_path / "data")})
+    overrides = [
+        "data=cifar10",
+        "data.download=false",
+        "data.verify_checksums=false",
+        "data.val_size=40",
+        "data.batch_size=32",
+    ]
+    root, _ = cli(
+        "--multirun",
+        f"model={','.join(VARIANTS)}",
+        *overrides,
+        *SMALL_VIT,
+        *FAST,
+        env={"ATTNEXP_DATA_DIR": str(tmp_path / "data")},
+    )
     check_runs(root, "cifar10")
 
 
@@ -39,18 +51,36 @@ def test_every_variant_trains_on_digits(cli):
 
 def test_vit_trains_on_mnist_patches(cli, tmp_path):
     fake_mnist(tmp_path / "data")
-    root, _ = cli("data=mnist", "data.download=false", "data.val_size=20", *SMALL_VIT, *FAST,
-                  env={"ATTNEXP_DATA_DIR": str(tmp_path / "data")})
+    root, _ = cli(
+        "data=mnist",
+        "data.download=false",
+        "data.val_size=20",
+        *SMALL_VIT,
+        *FAST,
+        env={"ATTNEXP_DATA_DIR": str(tmp_path / "data")},
+    )
     (run,) = run_dirs(root / "outputs")
     record = read_metrics(run)
     assert record["status"] == "ok" and record["net"] == "vit" and record["data"] == "mnist"
-    assert record["params"] == 2 * (2 * 32 + 4 * (32 * 32 + 32) + 2 * 32 + 2 * 32 * 64 + 64 + 32) + 49 * 32 + 32 + 32 + 17 * 32 + 2 * 32 + 330
+    assert (
+        record["params"]
+        == 2 * (2 * 32 + 4 * (32 * 32 + 32) + 2 * 32 + 2 * 32 * 64 + 64 + 32)
+        + 49 * 32
+        + 32
+        + 32
+        + 17 * 32
+        + 2 * 32
+        + 330
+    )
 
 
-@pytest.mark.parametrize("override,message", [
-    ("model.heads=3", "dim=32 is not divisible by heads=3"),
-    ("net.patch=4", "already cuts 2x2 patches"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("model.heads=3", "dim=32 is not divisible by heads=3"),
+        ("net.patch=4", "already cuts 2x2 patches"),
+    ],
+)
 def test_bad_vit_settings_stop_before_training(tmp_path, override, message):
     """The error comes from building the net, which the entrypoint does before the trainer exists."""
     cfg = compose_cfg([*SMALL_VIT, override], tmp_path)

@@ -35,8 +35,14 @@ BUDGET = ["trainer.max_epochs=2", "trainer.limit_train_batches=3", "callbacks.pr
 
 def compare(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "attnexp.cli.compare", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.compare", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def configs(summary_csv: Path) -> dict[str, int]:
@@ -57,15 +63,33 @@ def sweeps(tmp_path_factory):
     (root / "scaled.py").write_text(MIXER)
     (root / "configs" / "model" / "scaled.yaml").write_text(CONFIG.format(scale=0.5))
     run_cli(root, "--multirun", "model=scaled", "seed=0,1", *BUDGET, "hydra.sweep.dir=sweeps/value")
-    run_cli(root, "--multirun", "model=dot", "module.optimizer.lr=0.003", "threads=1", "paths.log_dir=elsewhere", "seed=2,3",
-            *BUDGET, "hydra.sweep.dir=sweeps/spelled")
+    run_cli(
+        root,
+        "--multirun",
+        "model=dot",
+        "module.optimizer.lr=0.003",
+        "threads=1",
+        "paths.log_dir=elsewhere",
+        "seed=2,3",
+        *BUDGET,
+        "hydra.sweep.dir=sweeps/spelled",
+    )
     return root
 
 
 def test_each_run_records_its_settings_fingerprint_mixer_source_software_and_budget(sweeps):
     record = read_metrics(sweeps / "sweeps" / "first" / "model=scaled" / "seed=0")
-    assert record["config"]["model"] == {"_target_": "scaled.ScaledAttention", "_partial_": True, "heads": 1, "scale": 1.0}
-    assert record["choices"]["model"] == "scaled" and len(record["fingerprint"]) == 12 and "seed" in record["fingerprint_leaves_out"]
+    assert record["config"]["model"] == {
+        "_target_": "scaled.ScaledAttention",
+        "_partial_": True,
+        "heads": 1,
+        "scale": 1.0,
+    }
+    assert (
+        record["choices"]["model"] == "scaled"
+        and len(record["fingerprint"]) == 12
+        and "seed" in record["fingerprint_leaves_out"]
+    )
     (source,) = record["mixers"].values()
     assert source["file"] == str(sweeps / "scaled.py") and source["module"] == "scaled" and len(source["sha256"]) == 12
     assert {"attnexp", "torch", "lightning", "python"} <= set(record["software"]) and record["device"]["type"] == "cpu"
@@ -86,7 +110,11 @@ def test_runs_that_differ_only_in_the_mixers_source_are_two_configurations(sweep
 def test_runs_that_differ_only_in_a_config_files_value_are_two_configurations(sweeps):
     proc = compare(sweeps, "sweeps/first", "sweeps/value", "--out", "cmp_value")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert configs(sweeps / "cmp_value" / "summary.csv") == {"model=dot": 2, "model=scaled (scale=0.5)": 2, "model=scaled (scale=1.0)": 2}
+    assert configs(sweeps / "cmp_value" / "summary.csv") == {
+        "model=dot": 2,
+        "model=scaled (scale=0.5)": 2,
+        "model=scaled (scale=1.0)": 2,
+    }
     assert "model.scale differs between runs although no override set it" in proc.stdout
 
 
@@ -99,8 +127,11 @@ def test_a_default_spelled_out_and_options_that_cannot_change_the_method_are_one
 def test_a_verdict_from_two_seeds_says_so_and_the_summary_leads_with_the_primary_metric(sweeps):
     summary = (sweeps / "sweeps" / "first" / "summary.md").read_text()
     assert summary.startswith("**Primary metric test/acc.** model=scaled vs model=dot: ")
-    row = next(line for line in summary.split("### test/acc (primary; higher is better)")[1].splitlines()
-               if line.startswith("| model=scaled"))
+    row = next(
+        line
+        for line in summary.split("### test/acc (primary; higher is better)")[1].splitlines()
+        if line.startswith("| model=scaled")
+    )
     assert "only 2 seeds" in row
     improving = [read_metrics(p)["still_improving"] for p in run_dirs(sweeps / "sweeps" / "first")]
     if any(improving):
@@ -111,10 +142,21 @@ def test_resume_finds_the_run_by_its_settings_and_names_the_nearest_when_none_ma
     run_cli(tmp_path, *BUDGET, "seed=5")
     (first,) = run_dirs(tmp_path / "outputs")
     again = run_cli(tmp_path, *BUDGET, "seed=5", "threads=1", "module.optimizer.lr=0.003", "resume=true")
-    assert "already finished (metrics.json status ok): skipped" in again.stderr and run_dirs(tmp_path / "outputs") == [first]
-    other = run_cli(tmp_path, "trainer.max_epochs=3", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0",
-                    "seed=5", "resume=true")
-    assert "Nothing to resume" in other.stderr and f"{first.relative_to(tmp_path)} (trainer.max_epochs 2 there, 3 here)" in other.stderr
+    assert "already finished (metrics.json status ok): skipped" in again.stderr and run_dirs(tmp_path / "outputs") == [
+        first
+    ]
+    other = run_cli(
+        tmp_path,
+        "trainer.max_epochs=3",
+        "trainer.limit_train_batches=3",
+        "callbacks.progress_bar.refresh_rate=0",
+        "seed=5",
+        "resume=true",
+    )
+    assert (
+        "Nothing to resume" in other.stderr
+        and f"{first.relative_to(tmp_path)} (trainer.max_epochs 2 there, 3 here)" in other.stderr
+    )
     assert len(run_dirs(tmp_path / "outputs")) == 2
     assert json.loads((first / "metrics.json").read_text())["status"] == "ok"
 
@@ -129,7 +171,10 @@ def test_resume_refuses_a_run_whose_mixer_source_changed_and_continues_it_once_r
     (folder / "metrics.json").write_text(json.dumps(stopped))
     (tmp_path / "scaled.py").write_text(MIXER + "\n# the score, tried again\n")
     refused = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true", check=False)
-    assert refused.returncode == 2 and "another version of its mixer's source (scaled.ScaledAttention in " in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "another version of its mixer's source (scaled.ScaledAttention in " in refused.stderr
+    )
     assert read_metrics(folder) == stopped and run_dirs(tmp_path / "outputs") == [folder]
     (tmp_path / "scaled.py").write_text(MIXER)
     run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true")

@@ -41,11 +41,22 @@ def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
 
     torch.manual_seed(0)
     net = PatchClassifier(partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10)
-    m = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.Adam, lr=1e-3, fused=True),
-                   divergence_check_every=1000)
-    trainer = pl.Trainer(max_epochs=1, callbacks=[Forbid()], logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         default_root_dir=tmp_path)
+    m = TaskModule(
+        net,
+        ImageClassification(),
+        optimizer=partial(torch.optim.Adam, lr=1e-3, fused=True),
+        divergence_check_every=1000,
+    )
+    trainer = pl.Trainer(
+        max_epochs=1,
+        callbacks=[Forbid()],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(m, datamodule=DigitsDataModule(patch_size=2, val_size=180))
     assert trainer.global_step == 20 and m.train_count == 1257
     assert 0 < float(trainer.callback_metrics["train/loss"]) < 2.5
@@ -57,16 +68,28 @@ def test_training_statistics_count_answers_only():
     dm = RecallDataModule(vocab=6, seq_len=8, train_size=64, val_size=16, test_size=16, batch_size=16)
     net = LanguageModel(model_factory("dot", heads=1), **dm.spec, dim=8, depth=1, dropout=0.0)
     module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=dm)
     x, y = dm.splits["train"]
     with torch.no_grad():
         logits = net.eval()(x)
     keep = y != NO_TARGET
     assert module.train_count == 64  # one answer per sequence
-    torch.testing.assert_close(trainer.callback_metrics["train/loss"], F.cross_entropy(logits[keep], y[keep]), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(trainer.callback_metrics["train/acc"], (logits.argmax(-1)[keep] == y[keep]).float().mean())
+    torch.testing.assert_close(
+        trainer.callback_metrics["train/loss"], F.cross_entropy(logits[keep], y[keep]), rtol=1e-5, atol=1e-6
+    )
+    torch.testing.assert_close(
+        trainer.callback_metrics["train/acc"], (logits.argmax(-1)[keep] == y[keep]).float().mean()
+    )
 
 
 def test_dot_learns_recall():
@@ -75,8 +98,15 @@ def test_dot_learns_recall():
     dm = RecallDataModule(vocab=8, seq_len=12, train_size=4000, val_size=200, test_size=200, batch_size=64)
     net = LanguageModel(model_factory("dot", heads=2), **dm.spec, dim=32, depth=2, dropout=0.0)
     module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.Adam(params, lr=3e-3))
-    trainer = pl.Trainer(max_epochs=8, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0)
+    trainer = pl.Trainer(
+        max_epochs=8,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(module, datamodule=dm)
     trainer.test(module, datamodule=dm, verbose=False)
     acc = float(trainer.callback_metrics["test/acc"])
@@ -92,8 +122,14 @@ def train_toy(variant: str) -> tuple[LanguageModel, Vocabulary, float]:
     net = LanguageModel(model_factory(variant), **dm.spec)
     module = TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3))
     trainer = pl.Trainer(
-        max_epochs=5, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
+        max_epochs=5,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule=dm)
     return net.eval(), dm.vocab, float(trainer.callback_metrics["train/loss"])
@@ -113,9 +149,19 @@ def test_telemetry_is_logged_and_leaves_training_as_it_was():
     def fit(callbacks):
         pl.seed_everything(0, verbose=False)
         dm = CorpusDataModule(context=8, repeats=4)
-        net = LanguageModel(partial(DotAttention, heads=2), **dm.spec, dim=16, dropout=0.1)  # dropout draws random numbers
-        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks)
+        net = LanguageModel(
+            partial(DotAttention, heads=2), **dm.spec, dim=16, dropout=0.1
+        )  # dropout draws random numbers
+        trainer = pl.Trainer(
+            max_epochs=2,
+            accelerator="cpu",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            callbacks=callbacks,
+        )
         trainer.fit(TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3)), datamodule=dm)
         return {k: float(v) for k, v in trainer.callback_metrics.items()}
 

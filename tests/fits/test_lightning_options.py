@@ -29,13 +29,29 @@ class NoisyDigits(DigitsDataModule):
 
 
 def network() -> PatchClassifier:
-    return PatchClassifier(partial(DotAttention, heads=2), image_size=8, channels=1, patch_size=2, num_classes=10,
-                           dim=8, depth=2, prenorm=True, dropout=0.2)
+    return PatchClassifier(
+        partial(DotAttention, heads=2),
+        image_size=8,
+        channels=1,
+        patch_size=2,
+        num_classes=10,
+        dim=8,
+        depth=2,
+        prenorm=True,
+        dropout=0.2,
+    )
 
 
 def trainer(tmp_path, **settings) -> pl.Trainer:
-    return pl.Trainer(logger=False, enable_model_summary=False, enable_progress_bar=False, deterministic=True,
-                      default_root_dir=tmp_path, num_sanity_val_steps=0, **settings)
+    return pl.Trainer(
+        logger=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        deterministic=True,
+        default_root_dir=tmp_path,
+        num_sanity_val_steps=0,
+        **settings,
+    )
 
 
 class PlainScript(pl.LightningModule):
@@ -53,25 +69,41 @@ class PlainScript(pl.LightningModule):
         return torch.optim.AdamW(self.parameters(), lr=3e-3)
 
 
-def fit(tmp_path, max_epochs: int = 2, max_steps: int = -1, scheduler=None, checkpoints: bool = True,
-        **settings) -> tuple[pl.Trainer, TaskModule]:
+def fit(
+    tmp_path, max_epochs: int = 2, max_steps: int = -1, scheduler=None, checkpoints: bool = True, **settings
+) -> tuple[pl.Trainer, TaskModule]:
     pl.seed_everything(0, verbose=False)
     dm = NoisyDigits(patch_size=2, val_size=180, batch_size=32)  # 40 training batches, the last one short
     interval = settings.pop("scheduler_interval", "epoch")
-    module = TaskModule(network(), ImageClassification(), optimizer=partial(torch.optim.AdamW, lr=3e-3),
-                        scheduler=scheduler, scheduler_interval=interval)
+    module = TaskModule(
+        network(),
+        ImageClassification(),
+        optimizer=partial(torch.optim.AdamW, lr=3e-3),
+        scheduler=scheduler,
+        scheduler_interval=interval,
+    )
     callbacks = [pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)] if checkpoints else []
-    run = trainer(tmp_path, max_epochs=max_epochs, max_steps=max_steps, callbacks=callbacks,
-                  enable_checkpointing=checkpoints, **settings)
+    run = trainer(
+        tmp_path,
+        max_epochs=max_epochs,
+        max_steps=max_steps,
+        callbacks=callbacks,
+        enable_checkpointing=checkpoints,
+        **settings,
+    )
     run.fit(module, datamodule=dm)
     return run, module
 
 
-@pytest.mark.parametrize("settings", [
-    {"gradient_clip_val": 1.0},
-    {"accumulate_grad_batches": 4},
-    {"gradient_clip_val": 0.01, "gradient_clip_algorithm": "value", "accumulate_grad_batches": 3},
-], ids=["clip-norm", "accumulate", "clip-value-and-accumulate"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"gradient_clip_val": 1.0},
+        {"accumulate_grad_batches": 4},
+        {"gradient_clip_val": 0.01, "gradient_clip_algorithm": "value", "accumulate_grad_batches": 3},
+    ],
+    ids=["clip-norm", "accumulate", "clip-value-and-accumulate"],
+)
 def test_trainer_clipping_and_accumulation_train_as_a_plain_lightning_script(settings, tmp_path):
     """The same weights, to the bit, as a plain Lightning module under the same Trainer settings; and other weights
     than without them (the settings took effect)."""
@@ -79,7 +111,8 @@ def test_trainer_clipping_and_accumulation_train_as_a_plain_lightning_script(set
     pl.seed_everything(0, verbose=False)
     plain = PlainScript(network())
     trainer(tmp_path, max_epochs=1, enable_checkpointing=False, **settings).fit(
-        plain, datamodule=NoisyDigits(patch_size=2, val_size=180, batch_size=32))
+        plain, datamodule=NoisyDigits(patch_size=2, val_size=180, batch_size=32)
+    )
     _, without = fit(tmp_path, max_epochs=1, checkpoints=False)
     for (name, a), b in zip(ours.net.state_dict().items(), plain.net.state_dict().values()):
         assert torch.equal(a, b), name
@@ -94,13 +127,24 @@ def test_global_step_counts_optimizer_steps(tmp_path):
 
 
 def test_schedules_step_at_their_interval(tmp_path):
-    trained, _ = fit(tmp_path, max_epochs=1, scheduler_interval="step", checkpoints=False,
-                     scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=10, gamma=0.5))
+    trained, _ = fit(
+        tmp_path,
+        max_epochs=1,
+        scheduler_interval="step",
+        checkpoints=False,
+        scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=10, gamma=0.5),
+    )
     assert trained.optimizers[0].param_groups[0]["lr"] == pytest.approx(3e-3 * 0.5**4)  # 40 steps
-    trained, _ = fit(tmp_path, max_epochs=3, checkpoints=False,
-                     scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5))
+    trained, _ = fit(
+        tmp_path,
+        max_epochs=3,
+        checkpoints=False,
+        scheduler=partial(torch.optim.lr_scheduler.StepLR, step_size=1, gamma=0.5),
+    )
     assert trained.optimizers[0].param_groups[0]["lr"] == pytest.approx(3e-3 * 0.5**3)
-    assert float(trained.callback_metrics["train/lr"]) == pytest.approx(3e-3 * 0.5**2)  # the rate the last epoch trained with
+    assert float(trained.callback_metrics["train/lr"]) == pytest.approx(
+        3e-3 * 0.5**2
+    )  # the rate the last epoch trained with
 
 
 def test_a_plateau_schedule_steps_on_each_validation_and_keeps_the_rate_without_one(tmp_path):
@@ -111,16 +155,22 @@ def test_a_plateau_schedule_steps_on_each_validation_and_keeps_the_rate_without_
     assert trained.optimizers[0].param_groups[0]["lr"] == pytest.approx(3e-3 * 0.5**2)  # validated twice
 
 
-@pytest.mark.parametrize("scheduler", [partial(torch.optim.lr_scheduler.CosineAnnealingLR, T_max=3), None],
-                         ids=["cosine", "none"])
+@pytest.mark.parametrize(
+    "scheduler", [partial(torch.optim.lr_scheduler.CosineAnnealingLR, T_max=3), None], ids=["cosine", "none"]
+)
 def test_resuming_from_last_checkpoint_equals_an_uninterrupted_run(scheduler, tmp_path):
     whole, whole_module = fit(tmp_path / "whole", max_epochs=3, scheduler=scheduler)
     first, _ = fit(tmp_path / "part", max_epochs=1, scheduler=scheduler)
     pl.seed_everything(1, verbose=False)  # the checkpoint's RNG state must win over this
-    module = TaskModule(network(), ImageClassification(), optimizer=partial(torch.optim.AdamW, lr=3e-3), scheduler=scheduler)
+    module = TaskModule(
+        network(), ImageClassification(), optimizer=partial(torch.optim.AdamW, lr=3e-3), scheduler=scheduler
+    )
     resumed = trainer(tmp_path, max_epochs=3, callbacks=[pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "resumed")])
-    resumed.fit(module, datamodule=NoisyDigits(patch_size=2, val_size=180, batch_size=32),
-                ckpt_path=first.checkpoint_callback.last_model_path)
+    resumed.fit(
+        module,
+        datamodule=NoisyDigits(patch_size=2, val_size=180, batch_size=32),
+        ckpt_path=first.checkpoint_callback.last_model_path,
+    )
     assert resumed.global_step == whole.global_step
     for (name, a), b in zip(whole_module.state_dict().items(), module.state_dict().values()):
         assert torch.equal(a, b), name

@@ -60,15 +60,36 @@ def test_every_mixer_on_the_gpu_gives_the_float64_numbers_without_host_reads(nam
         assert max(errors) <= tolerance, (mask is not None, errors)  # output, and gradients on their common scale
 
 
-QUIET = ["trainer=gpu", "trainer.precision=bf16-mixed", "trainer.max_epochs=1", "trainer.limit_train_batches=4",
-         "trainer.limit_val_batches=2", "trainer.limit_test_batches=2", "callbacks.progress_bar.refresh_rate=0",
-         "model=dot,euclid", "hydra/launcher=basic"]
+QUIET = [
+    "trainer=gpu",
+    "trainer.precision=bf16-mixed",
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "callbacks.progress_bar.refresh_rate=0",
+    "model=dot,euclid",
+    "hydra/launcher=basic",
+]
 FAMILIES = {
     "image_classification": ["data=digits"],
     "image_classification_vit": ["data=digits", "net=vit", "net.dim=32", "model.heads=2"],
     "next_token": ["data=corpus", "data.repeats=2"],
-    "answer_tokens": ["data=mqar", "net.dim=32", "data.train_size=256", "data.val_size=64", "data.test_size=64", "model.heads=2"],
-    "sequence_classification": ["data=listops", "net.dim=32", "data.train_size=256", "data.val_size=64", "data.test_size=64"],
+    "answer_tokens": [
+        "data=mqar",
+        "net.dim=32",
+        "data.train_size=256",
+        "data.val_size=64",
+        "data.test_size=64",
+        "model.heads=2",
+    ],
+    "sequence_classification": [
+        "data=listops",
+        "net.dim=32",
+        "data.train_size=256",
+        "data.val_size=64",
+        "data.test_size=64",
+    ],
     "seq2seq": ["data=dates", "net.dim=32", "data.train_size=256", "data.val_size=64", "data.test_size=64"],
     "translation": ["data=pairs"],
 }
@@ -79,7 +100,10 @@ def test_every_task_family_trains_a_few_bf16_mixed_steps_on_the_gpu(family, tmp_
     overrides = FAMILIES[family]
     if family == "translation":
         words = ["cero", "uno", "dos", "tres", "cuatro"], ["zero", "one", "two", "three", "four"]
-        lines = [f"{words[0][i % 5]} {words[0][i // 5 % 5]}\tit is {words[1][i % 5]} {words[1][i // 5 % 5]} ." for i in range(60)]
+        lines = [
+            f"{words[0][i % 5]} {words[0][i // 5 % 5]}\tit is {words[1][i % 5]} {words[1][i // 5 % 5]} ."
+            for i in range(60)
+        ]
         (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         overrides = [*overrides, f"data.path={tmp_path / 'pairs.tsv'}"]
     run_cli(tmp_path, "--multirun", *overrides, *QUIET)

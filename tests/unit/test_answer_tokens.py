@@ -33,7 +33,10 @@ def test_loss_counts_and_metrics_cover_answers_only():
     torch.testing.assert_close(loss, F.cross_entropy(logits[keep], target[keep]))
     assert int(task.count(target)) == int(keep.sum()) == 11
     metrics = task.metrics(5, "test")
-    assert set(metrics) == {"acc", "seq_acc", "acc@len=2", "acc@len=3"} and set(task.metrics(5, "val")) == {"acc", "seq_acc"}
+    assert set(metrics) == {"acc", "seq_acc", "acc@len=2", "acc@len=3"} and set(task.metrics(5, "val")) == {
+        "acc",
+        "seq_acc",
+    }
     for m in metrics.values():
         m.update(out_logits, out_target)
     values = {k: float(m.compute()) for k, m in metrics.items()}
@@ -66,12 +69,14 @@ def test_no_causal_variant_sees_the_answers(variant):
 @pytest.mark.parametrize("variant, sees_padding", [("masked", False), ("dot", True)])
 def test_sequence_classifier_pools_real_tokens_and_masked_never_sees_padding(variant, sees_padding):
     torch.manual_seed(0)
-    net = SequenceClassifier(model_factory(variant, heads=2), vocab_size=8, context=5, num_classes=10, dim=16, depth=1).eval()
+    net = SequenceClassifier(
+        model_factory(variant, heads=2), vocab_size=8, context=5, num_classes=10, dim=16, depth=1
+    ).eval()
     x = torch.tensor([[3, 4, 5, 0, 0]])
     with torch.no_grad():
         padded, unpadded = net(x), net(x[:, :3])
         token_there = net(torch.tensor([[3, 4, 5, 7, 0]]))
     assert not torch.allclose(padded, token_there)  # a real token is pooled
-    assert torch.allclose(padded, unpadded, atol=1e-5) != sees_padding  # padding reaches the pool only through attention
-
-
+    assert (
+        torch.allclose(padded, unpadded, atol=1e-5) != sees_padding
+    )  # padding reaches the pool only through attention

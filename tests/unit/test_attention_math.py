@@ -71,8 +71,8 @@ def test_euclid_matches_formula(heads):
     q, k, v = (attn._split(p(x)) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
     expected = euclid_reference(q, k, v, 1e-3).transpose(1, 2).reshape(2, 9, 32)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
-    g1, = torch.autograd.grad(out.sum(), x, retain_graph=True)
-    g2, = torch.autograd.grad(expected.sum(), x)
+    (g1,) = torch.autograd.grad(out.sum(), x, retain_graph=True)
+    (g2,) = torch.autograd.grad(expected.sum(), x)
     torch.testing.assert_close(g1, g2, atol=1e-4, rtol=1e-3)
 
 

@@ -50,7 +50,12 @@ def test_crop_is_a_shifted_window_of_the_padded_image():
     padded = F.pad(x, (p, p, p, p))
     shifts = set()
     for o, full in zip(out, padded):
-        matches = [(dy, dx) for dy in range(2 * p + 1) for dx in range(2 * p + 1) if torch.equal(o, full[:, dy : dy + 8, dx : dx + 8])]
+        matches = [
+            (dy, dx)
+            for dy in range(2 * p + 1)
+            for dx in range(2 * p + 1)
+            if torch.equal(o, full[:, dy : dy + 8, dx : dx + 8])
+        ]
         assert len(matches) == 1
         shifts.add(matches[0])
     assert len(shifts) > 1

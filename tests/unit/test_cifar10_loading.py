@@ -31,7 +31,9 @@ def test_reads_the_batch_files_as_uint8_and_splits(tmp_path):
 @pytest.mark.parametrize("patch_size", [4, None])
 def test_every_split_is_normalised_per_channel_with_the_training_split_statistics(tmp_path, patch_size):
     random_cifar10(tmp_path, n_train=100, n_test=20)
-    dm = CIFAR10DataModule(root=str(tmp_path), download=False, verify_checksums=False, val_size=20, patch_size=patch_size)
+    dm = CIFAR10DataModule(
+        root=str(tmp_path), download=False, verify_checksums=False, val_size=20, patch_size=patch_size
+    )
     loaded = dm.load()
     kept = [t.clone() for t in loaded]
     dm.load = lambda: loaded
@@ -39,8 +41,13 @@ def test_every_split_is_normalised_per_channel_with_the_training_split_statistic
     assert dm.splits["train"][0].shape == ((80, 64, 48) if patch_size else (80, 3, 32, 32))
     assert all(torch.equal(a, b) for a, b in zip(loaded, kept))  # the loaded tensors are left as they were
     train_x, _, test_x, _ = (t.double() for t in loaded)
-    train_idx = torch.randperm(100, generator=torch.Generator().manual_seed(dm.split_seed))[20:]  # the split's own permutation
-    mean, std = train_x[train_idx].mean(dim=(0, 2, 3), keepdim=True), train_x[train_idx].std(dim=(0, 2, 3), keepdim=True)
+    train_idx = torch.randperm(100, generator=torch.Generator().manual_seed(dm.split_seed))[
+        20:
+    ]  # the split's own permutation
+    mean, std = (
+        train_x[train_idx].mean(dim=(0, 2, 3), keepdim=True),
+        train_x[train_idx].std(dim=(0, 2, 3), keepdim=True),
+    )
     for split, raw in (("train", train_x[train_idx]), ("test", test_x)):
         torch.testing.assert_close(dm.as_images(dm.splits[split][0]).double(), (raw - mean) / std, atol=1e-5, rtol=1e-5)
 

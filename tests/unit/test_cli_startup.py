@@ -23,11 +23,26 @@ print("heavy:", ",".join(heavy) or "none")
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["model=euclid", "--cfg", "job"], ["--info"], ["net.depth=0"],
-                                  ["data.val_size=0"], ["trainer.max_epochs=abc"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["model=euclid", "--cfg", "job"],
+        ["--info"],
+        ["net.depth=0"],
+        ["data.val_size=0"],
+        ["trainer.max_epochs=abc"],
+    ],
+)
 def test_no_heavy_import_before_a_run_is_built(args, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert "heavy: none" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     if "=" in args[-1]:  # a bad value: explained, exit status 2
         assert "exit 2" in proc.stdout and "is not allowed" in proc.stderr, proc.stderr[-2000:]
@@ -35,13 +50,24 @@ def test_no_heavy_import_before_a_run_is_built(args, tmp_path):
 
 def test_a_mixer_option_is_checked_by_the_mixer(tmp_path):
     """A mixer's own options are its to check (the euclid score is 1/(distance + eps)): explained, exit status 2."""
-    proc = subprocess.run([sys.executable, "-c", PROBE, "model=euclid", "model.eps=-1"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "model=euclid", "model.eps=-1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert "exit 2" in proc.stdout and "model.eps=-1 is not allowed" in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("mixer,options,message", [("euclid", {"heads": 0}, "model.heads=0 is not allowed"),
-                                                   ("se", {"reduction": 0}, "model.reduction=0 is not allowed")])
+@pytest.mark.parametrize(
+    "mixer,options,message",
+    [
+        ("euclid", {"heads": 0}, "model.heads=0 is not allowed"),
+        ("se", {"reduction": 0}, "model.reduction=0 is not allowed"),
+    ],
+)
 def test_each_mixer_refuses_its_bad_options(mixer, options, message):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
@@ -71,7 +97,10 @@ def test_a_path_holding_equals_signs_is_quoted_and_other_unreadable_overrides_ex
 
     folder = "outputs/runs/2026-11-25/15-00_dot_digits_seed=1,trainer.max_epochs=2/checkpoints/last.ckpt"
     assert quote_path(f"ckpt_path={folder}", ("ckpt_path",)) == f"ckpt_path='{folder}'"
-    assert quote_path("paths.log_dir=a=b", ()) == "paths.log_dir='a=b'" and quote_path("seed=1", ("ckpt_path",)) == "seed=1"
+    assert (
+        quote_path("paths.log_dir=a=b", ()) == "paths.log_dir='a=b'"
+        and quote_path("seed=1", ("ckpt_path",)) == "seed=1"
+    )
     check_override_syntax([f"ckpt_path='{folder}'", "seed=1", "--multirun", "model=dot,euclid"])
     parser = OverridesParser.create()
     for name in ("a_data.path='x.tsv',seed=1", "b_data.path='x.tsv',note=\"y\"", "c=1"):  # folders of quoted overrides

@@ -19,8 +19,20 @@ def fake_run(root, overrides: list[str], **metrics):
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     seed = next(o.split("=")[1] for o in overrides if o.startswith("seed="))
     variant = next(o.split("=")[1] for o in overrides if o.startswith("model="))
-    record = {"status": "ok", "mixer": variant, "data": "digits", "seed": int(seed), "params": 100, "classes": 10,
-              "epochs": 2, "summary": list(SUMMARY.items()), "monitor": "val/acc", "mode": "max", "seconds_per_epoch": 1.0, **metrics}
+    record = {
+        "status": "ok",
+        "mixer": variant,
+        "data": "digits",
+        "seed": int(seed),
+        "params": 100,
+        "classes": 10,
+        "epochs": 2,
+        "summary": list(SUMMARY.items()),
+        "monitor": "val/acc",
+        "mode": "max",
+        "seconds_per_epoch": 1.0,
+        **metrics,
+    }
     (folder / "metrics.json").write_text(json.dumps(record))
     return folder
 
@@ -31,13 +43,24 @@ def sweep(root, n_seeds=3, lrs=(1e-3,), score=lambda model, lr, seed: 0.5):
             for seed in range(n_seeds):
                 acc = score(model, lr, seed)
                 lr_override = [f"module.optimizer.lr={lr}"] if len(lrs) > 1 else []
-                fake_run(root, [f"model={model}", *lr_override, f"seed={seed}"], **{
-                    "test/acc": acc, "val/acc_best": acc + 0.01, "test/loss": 1 - acc, "monitor_best": acc + 0.01,
-                    "params": 100 if model == "dot" else 120})
+                fake_run(
+                    root,
+                    [f"model={model}", *lr_override, f"seed={seed}"],
+                    **{
+                        "test/acc": acc,
+                        "val/acc_best": acc + 0.01,
+                        "test/loss": 1 - acc,
+                        "monitor_best": acc + 0.01,
+                        "params": 100 if model == "dot" else 120,
+                    },
+                )
 
 
 def test_files_tables_and_a_clear_verdict(tmp_path, capsys):
-    sweep(tmp_path / "runs", score=lambda model, lr, seed: 0.80 + 0.01 * seed + ((0.05 + 0.004 * (seed == 1)) if model == "euclid" else 0.0))
+    sweep(
+        tmp_path / "runs",
+        score=lambda model, lr, seed: 0.80 + 0.01 * seed + ((0.05 + 0.004 * (seed == 1)) if model == "euclid" else 0.0),
+    )
     out = tmp_path / "cmp"
     assert main([str(tmp_path / "runs"), "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -48,7 +71,15 @@ def test_files_tables_and_a_clear_verdict(tmp_path, capsys):
     loss_row = next(line for line in text.split("### test/loss")[1].splitlines() if line.startswith("| model=euclid"))
     assert loss_row.endswith("| better |")  # lower loss is better
     assert "model=euclid has 120 parameters, 1.20x the baseline's 100" in text
-    assert {p.name for p in out.iterdir()} >= {"summary.md", "summary.csv", "runs.csv", "summary.tex", "test_acc.png", "test_loss.png", "val_curves.png"}
+    assert {p.name for p in out.iterdir()} >= {
+        "summary.md",
+        "summary.csv",
+        "runs.csv",
+        "summary.tex",
+        "test_acc.png",
+        "test_loss.png",
+        "val_curves.png",
+    }
     runs = list(csv.DictReader((out / "runs.csv").open()))
     assert len(runs) == 6
     for row in runs:
@@ -58,7 +89,9 @@ def test_files_tables_and_a_clear_verdict(tmp_path, capsys):
     spec = re.search(r"\\begin\{tabular\}\{([lcr]+)\}", tex).group(1)
     body = tex.split("\\midrule")[1].split("\\bottomrule")[0].strip().splitlines()
     header = tex.split("\\toprule")[1].split("\\midrule")[0].strip()
-    assert len(body) == 2 and all(line.endswith("\\\\") and line.count("&") == len(spec) - 1 for line in [header, *body])
+    assert len(body) == 2 and all(
+        line.endswith("\\\\") and line.count("&") == len(spec) - 1 for line in [header, *body]
+    )
     assert "\\pm" in body[0] and "model=euclid" in body[1]
 
 
@@ -72,13 +105,23 @@ def test_one_seed_says_so_and_at_chance_is_flagged(tmp_path, capsys):
 
 def test_tuned_table_picks_each_configuration_at_its_best_rate(tmp_path, capsys):
     best = {"dot": 1e-3, "euclid": 1e-2}
-    sweep(tmp_path / "runs", lrs=(1e-3, 1e-2), score=lambda model, lr, seed: 0.9 if lr == best[model] else 0.6 + 0.01 * seed)
+    sweep(
+        tmp_path / "runs",
+        lrs=(1e-3, 1e-2),
+        score=lambda model, lr, seed: 0.9 if lr == best[model] else 0.6 + 0.01 * seed,
+    )
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp"), "--baseline", "model=dot"]) == 0
     tuned = capsys.readouterr().out.split("### Each configuration at its best module.optimizer.lr")[1]
     grid = "module.optimizer.lr in {0.001, 0.01}"  # each row shows the grid its rate was picked from
-    assert f"| model=dot (module.optimizer.lr=0.001) | {grid} | 3 |" in tuned and f"| model=euclid (module.optimizer.lr=0.01) | {grid} | 3 |" in tuned
+    assert (
+        f"| model=dot (module.optimizer.lr=0.001) | {grid} | 3 |" in tuned
+        and f"| model=euclid (module.optimizer.lr=0.01) | {grid} | 3 |" in tuned
+    )
     rows = [r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open()) if r["table"] == "tuned"]
-    assert {r["config"]: r["tuned"] for r in rows} == {"model=dot": "module.optimizer.lr=0.001", "model=euclid": "module.optimizer.lr=0.01"}
+    assert {r["config"]: r["tuned"] for r in rows} == {
+        "model=dot": "module.optimizer.lr=0.001",
+        "model=euclid": "module.optimizer.lr=0.01",
+    }
 
 
 def test_never_overwrites_what_it_did_not_write(tmp_path, capsys):

@@ -9,13 +9,29 @@ import pytorch_lightning as pl
 from helpers import compose_cfg, options
 from hydra.utils import instantiate
 
-CASES = [(g, o) for g in ("data", "model", "net", "task", "trainer", "logger", "callbacks", "module", "experiment") for o in options(g)]
+CASES = [
+    (g, o)
+    for g in ("data", "model", "net", "task", "trainer", "logger", "callbacks", "module", "experiment")
+    for o in options(g)
+]
 
 
 def test_groups_are_discovered():
     assert {"dot", "euclid", "masked", "se", "mlp"} <= set(options("model"))
-    assert {"digits", "mnist", "corpus", "text", "mqar", "recall", "selective_copy", "seqops", "listops", "dates", "pairs",
-            "captions"} <= set(options("data"))
+    assert {
+        "digits",
+        "mnist",
+        "corpus",
+        "text",
+        "mqar",
+        "recall",
+        "selective_copy",
+        "seqops",
+        "listops",
+        "dates",
+        "pairs",
+        "captions",
+    } <= set(options("data"))
     assert {"default", "cpu", "gpu"} <= set(options("trainer"))
 
 
@@ -78,18 +94,32 @@ def test_the_data_sampler_splits_across_ranks_itself(option, tmp_path):
     assert compose_cfg([f"trainer={option}"], tmp_path).trainer.use_distributed_sampler is False
 
 
-@pytest.mark.parametrize("data,net", [("digits", "PatchClassifier"), ("mnist", "PatchClassifier"),
-                                      ("cifar10", "VisionTransformer"), ("corpus", "LanguageModel"), ("dates", "Seq2Seq"),
-                                      ("captions", "Seq2Seq"), ("pairs", "Seq2Seq")])
+@pytest.mark.parametrize(
+    "data,net",
+    [
+        ("digits", "PatchClassifier"),
+        ("mnist", "PatchClassifier"),
+        ("cifar10", "VisionTransformer"),
+        ("corpus", "LanguageModel"),
+        ("dates", "Seq2Seq"),
+        ("captions", "Seq2Seq"),
+        ("pairs", "Seq2Seq"),
+    ],
+)
 def test_data_picks_its_network(data, net, tmp_path):
     assert compose_cfg([f"data={data}"], tmp_path).net._target_.endswith(net)
     assert compose_cfg([f"data={data}", "net=patch"], tmp_path).net._target_.endswith("PatchClassifier")
 
 
-@pytest.mark.parametrize("data,task,monitor,mode", [("digits", "ImageClassification", "val/acc", "max"),
-                                                    ("corpus", "NextToken", "val/loss", "min"),
-                                                    ("dates", "Seq2SeqTask", "val/exact", "max"),
-                                                    ("pairs", "Seq2SeqTask", "val/bleu", "max")])
+@pytest.mark.parametrize(
+    "data,task,monitor,mode",
+    [
+        ("digits", "ImageClassification", "val/acc", "max"),
+        ("corpus", "NextToken", "val/loss", "min"),
+        ("dates", "Seq2SeqTask", "val/exact", "max"),
+        ("pairs", "Seq2SeqTask", "val/bleu", "max"),
+    ],
+)
 def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task, monitor, mode, tmp_path):
     cfg = compose_cfg([f"data={data}"], tmp_path)
     assert cfg.task._target_.endswith(task)
@@ -97,12 +127,16 @@ def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task
     import torch
 
     callback = instantiate(cfg.callbacks.checkpoint)
-    path = Path(callback.format_checkpoint_name({"epoch": 3, monitor: torch.tensor(0.25)}))  # Lightning's index of the 4th
+    path = Path(
+        callback.format_checkpoint_name({"epoch": 3, monitor: torch.tensor(0.25)})
+    )  # Lightning's index of the 4th
     assert path.parent == Path(callback.dirpath) and path.name == "epoch004-best0.2500.ckpt"  # no sub-folder from '/'
 
 
-@pytest.mark.parametrize("mode,best,current,replaces", [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False),
-                                                        ("min", 0.2, 0.2, True), ("min", 0.2, 0.3, False)])
+@pytest.mark.parametrize(
+    "mode,best,current,replaces",
+    [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False), ("min", 0.2, 0.2, True), ("min", 0.2, 0.3, False)],
+)
 def test_a_tie_with_the_best_epoch_goes_to_the_later_one(mode, best, current, replaces):
     from types import SimpleNamespace
 

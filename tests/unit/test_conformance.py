@@ -42,7 +42,9 @@ def test_every_built_in_mixer_passes(name, one_thread):
     assert len(results) == len(CHECKS) == 13 and all(r.measured for r in results)
 
 
-@pytest.mark.parametrize("size", [Size(), Size(2, 16, 19, 64, 4)], ids=["small default", "width 64, 4 heads, 16 tokens"])
+@pytest.mark.parametrize(
+    "size", [Size(), Size(2, 16, 19, 64, 4)], ids=["small default", "width 64, 4 heads, 16 tokens"]
+)
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_every_published_example_passes_at_two_sizes(name, size, one_thread):
     """Signed weights (differential attention, its own attend and no score), distributions from a kernel (linear
@@ -68,26 +70,43 @@ def test_a_signed_mixer_is_checked_as_signed():
     assert weights.ok and "signed" in weights.measured and "of the weight negative" in weights.measured
 
 
-@pytest.mark.parametrize("factory,defect", [
-    (partial(LeaksTheFuture), "no causal leak"),
-    (partial(IgnoresPadding), "key padding invisible"),
-    (partial(NaiveSoftmax), "fully masked rows"),
-    (partial(NaiveSoftmax), "mismatched shapes refused"),
-    (partial(SigmoidCalledSoftmax), "weights as declared"),
-    (partial(DeadParameter), "gradients"),
-    (partial(FusedDisagrees, path="auto"), "fused equals explicit"),
-    (partial(MixesTheBatch), "batch independence"),
-    (partial(DropsALastToken), "shapes"),
-    (partial(Transposes), "shapes"),
-    (partial(NaNWeights), "weights as declared"),
-    (partial(NegativeCalledNonNegative), "weights as declared"),
-    (partial(UnseededNoise), "same seed, same output"),
-    (partial(UnsafeExp), "finite in bf16"),
-    (partial(IgnoresHeads), "contract options"),
-], ids=["leaks the future", "ignores padding", "NaN on a fully masked row", "broadcasts another batch",
-        "sigmoid called a distribution", "dead parameter", "fused path disagrees", "mixes the batch",
-        "drops a token", "transposes its output", "NaN weights", "negative weights not declared signed", "unseeded noise",
-        "exp overflows in bf16", "ignores heads"])
+@pytest.mark.parametrize(
+    "factory,defect",
+    [
+        (partial(LeaksTheFuture), "no causal leak"),
+        (partial(IgnoresPadding), "key padding invisible"),
+        (partial(NaiveSoftmax), "fully masked rows"),
+        (partial(NaiveSoftmax), "mismatched shapes refused"),
+        (partial(SigmoidCalledSoftmax), "weights as declared"),
+        (partial(DeadParameter), "gradients"),
+        (partial(FusedDisagrees, path="auto"), "fused equals explicit"),
+        (partial(MixesTheBatch), "batch independence"),
+        (partial(DropsALastToken), "shapes"),
+        (partial(Transposes), "shapes"),
+        (partial(NaNWeights), "weights as declared"),
+        (partial(NegativeCalledNonNegative), "weights as declared"),
+        (partial(UnseededNoise), "same seed, same output"),
+        (partial(UnsafeExp), "finite in bf16"),
+        (partial(IgnoresHeads), "contract options"),
+    ],
+    ids=[
+        "leaks the future",
+        "ignores padding",
+        "NaN on a fully masked row",
+        "broadcasts another batch",
+        "sigmoid called a distribution",
+        "dead parameter",
+        "fused path disagrees",
+        "mixes the batch",
+        "drops a token",
+        "transposes its output",
+        "NaN weights",
+        "negative weights not declared signed",
+        "unseeded noise",
+        "exp overflows in bf16",
+        "ignores heads",
+    ],
+)
 def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect, one_thread):
     found = verdicts(factory)
     assert found[defect] is False, found
@@ -123,14 +142,19 @@ def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(
 
 def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape(one_thread):
     shapes = next(r for r in run_checks(partial(DropsALastToken)) if r.name == "shapes")
-    assert shapes.measured.startswith("DropsALastToken returned") and "output (3, 5, 16), expected (B, Lq, C) = (3, 6, 16)" in shapes.measured
+    assert (
+        shapes.measured.startswith("DropsALastToken returned")
+        and "output (3, 5, 16), expected (B, Lq, C) = (3, 6, 16)" in shapes.measured
+    )
 
 
 def test_nan_weights_are_reported_apart_from_negative_ones(one_thread):
     nan = next(r for r in run_checks(partial(NaNWeights)) if r.name == "weights as declared")
-    assert "18 NaN or infinite weights" in nan.measured and "negative weights" not in nan.measured, nan.measured  # 3 x 6 rows
+    assert "18 NaN or infinite weights" in nan.measured and "negative weights" not in nan.measured, (
+        nan.measured
+    )  # 3 x 6 rows
     negative = next(r for r in run_checks(partial(NegativeCalledNonNegative)) if r.name == "weights as declared")
-    assert "negative weights (weights that may be negative say weight_kind = \"signed\")" in negative.measured
+    assert 'negative weights (weights that may be negative say weight_kind = "signed")' in negative.measured
     assert "NaN" not in negative.measured, negative.measured
 
 
@@ -150,4 +174,8 @@ def test_a_check_that_raises_fails_pointing_into_the_mixers_code(one_thread):
 
     shapes = next(r for r in run_checks(partial(ScoreRaises)) if r.name == "shapes")
     assert shapes.ok is False and "raised RuntimeError: no score here" in shapes.measured
-    assert "(in ScoreRaises, at " in shapes.measured and "test_conformance.py:" in shapes.measured and shapes.measured.endswith("in score)")
+    assert (
+        "(in ScoreRaises, at " in shapes.measured
+        and "test_conformance.py:" in shapes.measured
+        and shapes.measured.endswith("in score)")
+    )

@@ -51,8 +51,20 @@ def test_render_examples(fmt):
 
 @pytest.mark.parametrize(
     "day, text",
-    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (13, "13th"),
-     (21, "21st"), (22, "22nd"), (23, "23rd"), (24, "24th"), (31, "31st")],
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (23, "23rd"),
+        (24, "24th"),
+        (31, "31st"),
+    ],
 )
 def test_english_ordinals(day, text):
     assert render(datetime.date(2021, 1, day), "en_ordinal") == f"January {text}, 2021"
@@ -80,9 +92,15 @@ def test_other_dates_month_names_weekdays_and_padding():
 def test_every_weekday_is_the_real_one():
     week = [datetime.date(2024, 1, 1) + datetime.timedelta(days=i) for i in range(7)]  # Monday to Sunday
     assert [render(d, "es_weekday_long").split(",")[0] for d in week] == [
-        "lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo"]
-    assert [render(d, "en_weekday_abbr").split()[0] for d in week] == [
-        "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        "lunes",
+        "martes",
+        "miércoles",
+        "jueves",
+        "viernes",
+        "sábado",
+        "domingo",
+    ]
+    assert [render(d, "en_weekday_abbr").split()[0] for d in week] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 
 
 def test_every_format_is_injective_over_a_century():

@@ -21,8 +21,12 @@ MODULES = {
     "selective_copy": lambda **k: SelectiveCopyDataModule(vocab=8, seq_len=20, num_tokens=5, **(SIZES | k)),
     "listops": lambda **k: ListOpsDataModule(max_depth=3, max_args=4, max_length=40, **(SIZES | k)),
     "listops_default": lambda **k: ListOpsDataModule(**(SIZES | k)),
-    "seqops_sort": lambda **k: SeqOpsDataModule(op="sort", vocab=8, train_max_len=6, test_lengths=(3, 6, 9), **(SIZES | k)),
-    "seqops_reverse": lambda **k: SeqOpsDataModule(op="reverse", vocab=8, train_max_len=6, test_lengths=(3, 6, 9), **(SIZES | k)),
+    "seqops_sort": lambda **k: SeqOpsDataModule(
+        op="sort", vocab=8, train_max_len=6, test_lengths=(3, 6, 9), **(SIZES | k)
+    ),
+    "seqops_reverse": lambda **k: SeqOpsDataModule(
+        op="reverse", vocab=8, train_max_len=6, test_lengths=(3, 6, 9), **(SIZES | k)
+    ),
 }
 
 
@@ -42,7 +46,9 @@ def test_shapes_determinism_and_no_input_in_two_splits(name):
         assert int(x.min()) >= 0 and int(x.max()) < dm.vocab_size
     again, other = made(name), made(name, split_seed=1)
     for split in ("train", "val", "test"):
-        assert torch.equal(dm.splits[split][0], again.splits[split][0]) and torch.equal(dm.splits[split][1], again.splits[split][1])
+        assert torch.equal(dm.splits[split][0], again.splits[split][0]) and torch.equal(
+            dm.splits[split][1], again.splits[split][1]
+        )
     assert not torch.equal(dm.splits["train"][0], other.splits["train"][0])
     inputs = {split: [tuple(row.tolist()) for row in dm.splits[split][0]] for split in ("train", "val", "test")}
     for split, rows in inputs.items():
@@ -97,7 +103,9 @@ def reference_listops(tokens: list[str]) -> int:
             while not isinstance(stack[-1], str):
                 args.append(stack.pop())
             op, args = stack.pop(), sorted(args)
-            stack.append({"[MAX": max(args), "[MIN": min(args), "[SM": sum(args) % 10, "[MED": args[(len(args) - 1) // 2]}[op])
+            stack.append(
+                {"[MAX": max(args), "[MIN": min(args), "[SM": sum(args) % 10, "[MED": args[(len(args) - 1) // 2]}[op]
+            )
         elif token.isdigit():
             stack.append(int(token))
         else:
@@ -130,21 +138,31 @@ def test_seqops_outputs_and_lengths(name, op):
         for row, answers in scored(x, y):
             n = len(answers)
             lengths.append(n)
-            assert row[n] == 1 and [t for _, t in answers] == op(row[:n]) and [i for i, _ in answers] == list(range(n, 2 * n))
+            assert (
+                row[n] == 1
+                and [t for _, t in answers] == op(row[:n])
+                and [i for i, _ in answers] == list(range(n, 2 * n))
+            )
             assert all(t == 0 for t in row[2 * n :])
         if split == "train":
             assert max(lengths) == 6 and min(lengths) == 1
         else:
-            assert sorted(set(lengths)) == [3, 6, 9] and max(lengths.count(n) for n in (3, 6, 9)) - min(lengths.count(n) for n in (3, 6, 9)) <= 1
+            assert (
+                sorted(set(lengths)) == [3, 6, 9]
+                and max(lengths.count(n) for n in (3, 6, 9)) - min(lengths.count(n) for n in (3, 6, 9)) <= 1
+            )
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: MQARDataModule(vocab=16, seq_len=32, num_pairs=9), "data.num_pairs=9"),
-    (lambda: MQARDataModule(seq_len=20, num_pairs=8), "2 * 8 + 2 * 8 tokens"),
-    (lambda: SeqOpsDataModule(op="shuffle"), "data.op='shuffle'"),
-    (lambda: ListOpsDataModule(max_args=1), "at least 2 arguments"),
-    (lambda: SelectiveCopyDataModule(seq_len=4, num_tokens=8), "data.num_tokens=8"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: MQARDataModule(vocab=16, seq_len=32, num_pairs=9), "data.num_pairs=9"),
+        (lambda: MQARDataModule(seq_len=20, num_pairs=8), "2 * 8 + 2 * 8 tokens"),
+        (lambda: SeqOpsDataModule(op="shuffle"), "data.op='shuffle'"),
+        (lambda: ListOpsDataModule(max_args=1), "at least 2 arguments"),
+        (lambda: SelectiveCopyDataModule(seq_len=4, num_tokens=8), "data.num_tokens=8"),
+    ],
+)
 def test_settings_that_cannot_work_are_explained(make, words):
     with pytest.raises(AttnexpError, match=r"[Ee]\.g\.") as err:
         make()
@@ -185,10 +203,17 @@ def same_distribution(counts: dict[str, list[int]]) -> float:
     return float(sp.chi2_contingency(np.array(merged).T).pvalue)
 
 
-@pytest.mark.parametrize("name, measure", [
-    ("seqops_sort", lambda row: (length(row) + 1) // 2), ("listops", length), ("listops", depth),
-    ("listops_default", length), ("listops_default", depth), ("mqar", length),
-])
+@pytest.mark.parametrize(
+    "name, measure",
+    [
+        ("seqops_sort", lambda row: (length(row) + 1) // 2),
+        ("listops", length),
+        ("listops", depth),
+        ("listops_default", length),
+        ("listops_default", depth),
+        ("mqar", length),
+    ],
+)
 def test_every_split_has_the_same_length_and_depth_distribution(name, measure):
     # seqops' short test lengths have few inputs; ListOps at its defaults repeats short expressions often
     sizes = {"seqops_sort": (600, 200, 30), "listops_default": (4000, 1000, 1000)}.get(name, (1200, 400, 400))
@@ -199,7 +224,9 @@ def test_every_split_has_the_same_length_and_depth_distribution(name, measure):
     counts = {split: [v.count(c) for c in categories] for split, v in values.items()}
     assert same_distribution(counts) > 0.01, counts
     if name == "seqops_sort":  # the shortest sequences (6 and 36 exist) are in val too, at the training share
-        assert {1, 2} <= set(values["val"]) and abs(values["val"].count(1) / 200 - values["train"].count(1) / 600) < 0.03
+        assert {1, 2} <= set(values["val"]) and abs(
+            values["val"].count(1) / 200 - values["train"].count(1) / 600
+        ) < 0.03
 
 
 def position_guess(train, val) -> float:
@@ -210,8 +237,11 @@ def position_guess(train, val) -> float:
         for i, t in answers:
             counts[answers[0][0], i][t] += 1
             overall[t] += 1
-    hits = [counts[a[0][0], i].most_common(1)[0][0] == t if counts[a[0][0], i] else t == overall.most_common(1)[0][0]
-            for _, a in scored(*val) for i, t in a]
+    hits = [
+        counts[a[0][0], i].most_common(1)[0][0] == t if counts[a[0][0], i] else t == overall.most_common(1)[0][0]
+        for _, a in scored(*val)
+        for i, t in a
+    ]
     return sum(hits) / len(hits)
 
 
@@ -247,6 +277,9 @@ def test_listops_chance_is_the_best_majority_guess_by_length_and_operator():
         for row, label in zip(tx.tolist(), ty.tolist()):
             counts[key(row)][label] += 1
         commonest = Counter(ty.tolist()).most_common(1)[0][0]
-        hits = [(counts[key(r)].most_common(1)[0][0] if counts[key(r)] else commonest) == label for r, label in zip(vx.tolist(), vy.tolist())]
+        hits = [
+            (counts[key(r)].most_common(1)[0][0] if counts[key(r)] else commonest) == label
+            for r, label in zip(vx.tolist(), vy.tolist())
+        ]
         best = max(best, sum(hits) / len(hits))
     assert dm.chance == pytest.approx(best) and dm.chance > float(torch.bincount(ty, minlength=10).max()) / len(ty)

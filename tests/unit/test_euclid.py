@@ -60,7 +60,9 @@ def assert_matches(out, ref, inputs, atol=1e-5, grads=True):
         return
     grad = torch.randn_like(ref)
     for got, want in zip(torch.autograd.grad(out, inputs, grad.to(out.dtype)), torch.autograd.grad(ref, inputs, grad)):
-        torch.testing.assert_close(got.double(), want.double(), atol=atol * max(1.0, want.abs().max().item()), rtol=1e-3)
+        torch.testing.assert_close(
+            got.double(), want.double(), atol=atol * max(1.0, want.abs().max().item()), rtol=1e-3
+        )
 
 
 @pytest.fixture(params=["one tile", "row tiles", "uneven tiles"])
@@ -178,8 +180,10 @@ def test_fused_path_matches_explicit_path_in_the_module(causal, length):
     assert none is None and weights is not None
     grad = torch.randn_like(fast)
     torch.testing.assert_close(fast, explicit_out, atol=1e-5, rtol=1e-4)
-    for a, b in zip(torch.autograd.grad(fast, (x, *attn.parameters()), grad),
-                    torch.autograd.grad(explicit_out, (x, *attn.parameters()), grad)):
+    for a, b in zip(
+        torch.autograd.grad(fast, (x, *attn.parameters()), grad),
+        torch.autograd.grad(explicit_out, (x, *attn.parameters()), grad),
+    ):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
     with torch.no_grad():
         torch.testing.assert_close(attn(x, mask=padding)[0], explicit_out.detach(), atol=1e-5, rtol=1e-4)
@@ -218,7 +222,9 @@ def test_path_choice():
 
 def test_path_options_are_checked():
     for path in ("tiled", "flex"):
-        with pytest.raises(AttnexpError, match=rf"model\.path='{path}' is not a path of this mixer.*auto, explicit, fused \("):
+        with pytest.raises(
+            AttnexpError, match=rf"model\.path='{path}' is not a path of this mixer.*auto, explicit, fused \("
+        ):
             EuclidAttention(8, path=path)
     with pytest.raises(AttnexpError, match="no attention dropout"):
         EuclidAttention(8, path="fused", dropout=0.1)
@@ -237,7 +243,9 @@ def test_the_smallest_eps_allowed_keeps_gradients_finite_where_q_equals_k(path):
     eps = 1.1e-19
     attn = EuclidAttention(8, heads=2, eps=eps, path=path)
     with torch.no_grad():
-        attn.k_proj.load_state_dict(attn.q_proj.state_dict())  # q = k for every token: each query's own key at distance 0
+        attn.k_proj.load_state_dict(
+            attn.q_proj.state_dict()
+        )  # q = k for every token: each query's own key at distance 0
     x = torch.randn(2, 5, 8, requires_grad=True)
     out, _ = attn(x)
     out.square().sum().backward()
@@ -281,7 +289,9 @@ def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
     for compiled, eager in zip(*results):
         torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
     exported = torch.export.export(attn, (x.detach(),), {"mask": padding})
-    torch.testing.assert_close(exported.module()(x.detach(), mask=padding)[0], results[0][0].detach(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        exported.module()(x.detach(), mask=padding)[0], results[0][0].detach(), atol=1e-5, rtol=1e-4
+    )
 
 
 @pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])

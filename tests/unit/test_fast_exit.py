@@ -35,7 +35,9 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize(("outcome", "status"), [("none", 0), ("0", 0), ("2", 2), ("a message", 1)])
 def test_status_output_logs_threads_and_exit_handlers_survive_the_quick_exit(tmp_path, outcome, status):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), outcome], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), outcome], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == status
     assert proc.stdout == "printed, not flushed"
     assert proc.stderr == ("a message\n" if outcome == "a message" else "")

@@ -32,7 +32,9 @@ def test_attention_maps_share_one_scale_with_a_colour_bar_and_labelled_axes():
     grid, bar = fig.axes  # one axes for every panel, one for the colour bar
     assert len(grid.images) == 3 * 3 and bar.get_ylabel() == "attention weight"
     shown = [t for t, _ in texts(fig)]
-    assert shown[:2] == ["input", "layer 0 head 0"] and "query patch" in shown and "key patch" in shown and "15" in shown
+    assert (
+        shown[:2] == ["input", "layer 0 head 0"] and "query patch" in shown and "key patch" in shown and "15" in shown
+    )
     maps_shown = [im for im in grid.images if im.get_cmap().name == "viridis"]
     assert {im.get_clim() for im in maps_shown} == {(0.0, 1.0)}  # not stretched to each panel's own range
     torch.testing.assert_close(torch.as_tensor(maps_shown[0].get_array().data), maps[0][0, 0])
@@ -79,7 +81,7 @@ def test_next_token_figure_is_drawn_where_the_model_is_least_sure():
 def test_weights_outside_zero_to_one_widen_the_scale_instead_of_being_clipped():
     """A mixer's weights need not be distributions (ReLU attention's can pass 1): the scale then covers them."""
     fig = token_attention_figure(["a", "b", "c"], [torch.rand(2, 3, 3) * 3.0 + 0.5])
-    (low, high), = {ax.images[0].get_clim() for ax in fig.axes if ax.images}
+    ((low, high),) = {ax.images[0].get_clim() for ax in fig.axes if ax.images}
     assert low == 0.0 and high > 1.0
     plt.close(fig)
     fig = attention_figure(torch.rand(2, 1, 8, 8), [torch.rand(2, 1, 4, 4)])  # sigmoid's, in [0, 1]: the shared scale
@@ -118,8 +120,15 @@ def test_each_layer_gets_its_own_attention_figure(tmp_path):
     loader = [(images, torch.arange(4))]
     data = SimpleNamespace(val_dataloader=lambda: loader, as_images=lambda x: x, patch_size=2)
     maps = [torch.rand(4, 2, 16, 16), torch.rand(4, 8), torch.rand(4, 1, 16, 16)]  # attention, gates, attention
-    figures = ImageClassification(num_attention=2, num_predictions=4).figures(lambda x: (torch.rand(len(x), 10), maps), data)
-    assert set(figures) == {"figures/predictions", "figures/gates", "figures/attention/layer0", "figures/attention/layer2"}
+    figures = ImageClassification(num_attention=2, num_predictions=4).figures(
+        lambda x: (torch.rand(len(x), 10), maps), data
+    )
+    assert set(figures) == {
+        "figures/predictions",
+        "figures/gates",
+        "figures/attention/layer0",
+        "figures/attention/layer2",
+    }
     titles = [t.get_text() for t in figures["figures/attention/layer0"].axes[0].texts if "head" in t.get_text()]
     assert titles == ["layer 0 head 0", "layer 0 head 1"] * 2
     for fig in figures.values():
@@ -129,7 +138,10 @@ def test_each_layer_gets_its_own_attention_figure(tmp_path):
 def test_signed_weights_are_drawn_on_a_diverging_scale_centred_at_zero():
     """Weights within +-0.1 (a difference of maps) on a 0-1 scale would all look alike: the scale fits them, 0 white."""
     weights = torch.linspace(-0.08, 0.06, 16).view(1, 1, 4, 4).expand(2, 1, 4, 4)
-    for fig in (attention_figure(torch.rand(2, 1, 8, 8), [weights]), token_attention_figure(list("abcd"), [weights[0]])):
+    for fig in (
+        attention_figure(torch.rand(2, 1, 8, 8), [weights]),
+        token_attention_figure(list("abcd"), [weights[0]]),
+    ):
         shown = [im for ax in fig.axes for im in ax.images if im.get_cmap().name == "RdBu_r"]
         (clim,) = {im.get_clim() for im in shown}  # one scale for every panel
         assert clim == pytest.approx((-0.08, 0.08))

@@ -32,7 +32,9 @@ CAUSAL_VARIANTS = causal_mixers()  # discovered from configs/model
 @pytest.mark.parametrize("variant", CAUSAL_VARIANTS)
 def test_no_variant_sees_later_tokens(variant, positions):
     torch.manual_seed(0)
-    net = LanguageModel(mixer(variant, heads=2), vocab_size=11, context=9, dim=16, depth=2, dropout=0.0, positions=positions).eval()
+    net = LanguageModel(
+        mixer(variant, heads=2), vocab_size=11, context=9, dim=16, depth=2, dropout=0.0, positions=positions
+    ).eval()
     x = torch.randint(0, 11, (3, 9))
     for need_weights in (False, True):
         logits = net(x, need_weights=need_weights)
@@ -83,8 +85,17 @@ def test_prompt_unknown_words_warn_and_only_unknown_words_fail(capsys):
 def test_embed_dropout_drops_the_embeddings_only():
     """Zoology's recipe: dropout on the embeddings, none on the residual branches (``net.embed_dropout``)."""
     torch.manual_seed(0)
-    net = LanguageModel(mixer("dot", heads=2), vocab_size=11, context=9, dim=16, depth=2, mlp_ratio=0, dropout=0.0,
-                        embed_dropout=0.5, positions="learned").train()
+    net = LanguageModel(
+        mixer("dot", heads=2),
+        vocab_size=11,
+        context=9,
+        dim=16,
+        depth=2,
+        mlp_ratio=0,
+        dropout=0.0,
+        embed_dropout=0.5,
+        positions="learned",
+    ).train()
     x = torch.randint(0, 11, (3, 9))
     embedded = []
     net.drop.register_forward_hook(lambda module, args, out: embedded.append((args[0], out)))

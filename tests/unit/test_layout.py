@@ -63,7 +63,7 @@ def cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -86,8 +86,12 @@ def test_no_import_cycle_even_through_imports_inside_functions():
 
 
 def test_imports_go_from_the_command_line_to_the_core_never_back():
-    wrong = [f"{a} imports {b}" for a, targets in graph().items() for b in targets
-             if layer(b) > layer(a) or (layer(a) == layer(b) == 2 and a.split(".")[1] != b.split(".")[1])]
+    wrong = [
+        f"{a} imports {b}"
+        for a, targets in graph().items()
+        for b in targets
+        if layer(b) > layer(a) or (layer(a) == layer(b) == 2 and a.split(".")[1] != b.split(".")[1])
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -96,6 +100,17 @@ def test_no_native_code_in_the_package():
     sources = [p for p in PACKAGE.rglob("*") if p.suffix in (".c", ".cc", ".cpp", ".h", ".so")]
     assert not sources, sources
     for path in PACKAGE.rglob("*.py"):
-        names = {a.name.split(".")[0] for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module.split(".")[0] for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom) and n.module}
-        assert not names & {"ctypes", "subprocess", "cffi"}, f"{path} imports {names & {'ctypes', 'subprocess', 'cffi'}}"
+        names = {
+            a.name.split(".")[0]
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Import)
+            for a in n.names
+        }
+        names |= {
+            n.module.split(".")[0]
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.ImportFrom) and n.module
+        }
+        assert not names & {"ctypes", "subprocess", "cffi"}, (
+            f"{path} imports {names & {'ctypes', 'subprocess', 'cffi'}}"
+        )

@@ -56,7 +56,9 @@ def test_a_mixers_options_are_its_own_not_a_table_keyed_by_name(tmp_path):
 class OutsideMixer(torch.nn.Module):
     """A mixer of another package that follows the call contract without the package's base classes."""
 
-    def __init__(self, dim, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False, gain=1.0):
+    def __init__(
+        self, dim, *, num_tokens=None, causal=False, out_proj=True, heads=1, shared_over_channels=False, gain=1.0
+    ):
         super().__init__()
         self.proj, self.heads = torch.nn.Linear(dim, dim), heads
 
@@ -99,7 +101,12 @@ def test_a_mixer_says_what_its_weights_are_in_either_spelling():
         weight_kind = "signd"
 
     assert [weight_kind(c(8)) for c in (DotAttention, OldFlagOff, OldFlagOn, Signed, TokenMixer)] == [
-        "distributions", "non-negative", "distributions", "signed", "non-negative"]
+        "distributions",
+        "non-negative",
+        "distributions",
+        "signed",
+        "non-negative",
+    ]
     with pytest.raises(AttnexpError, match="'signd' is not a kind of weights"):
         build_mixer(Misspelt, dim=8)
 

@@ -19,4 +19,6 @@ def test_the_configs_go_into_the_package_and_are_found_there_once_installed():
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setuptools["package-dir"] == {"attnexp.configs": "configs"}
     assert setuptools["package-data"]["attnexp.configs"] == ["**/*.yaml"]
-    assert config_dir() == REPO / "configs"  # a checkout: the repository's; a wheel: attnexp/configs (tests/cli/test_install.py)
+    assert (
+        config_dir() == REPO / "configs"
+    )  # a checkout: the repository's; a wheel: attnexp/configs (tests/cli/test_install.py)

@@ -44,8 +44,16 @@ def test_warmup_cosine_follows_gpt_training_step_by_step():
 
 def gpt(**options) -> LanguageModel:
     torch.manual_seed(0)
-    return LanguageModel(partial(DotAttention, heads=2, bias=False), vocab_size=11, context=8, dim=16, depth=2, dropout=0.0,
-                         positions="learned", **options)
+    return LanguageModel(
+        partial(DotAttention, heads=2, bias=False),
+        vocab_size=11,
+        context=8,
+        dim=16,
+        depth=2,
+        dropout=0.0,
+        positions="learned",
+        **options,
+    )
 
 
 def test_tied_embeddings_and_no_biases():
@@ -66,12 +74,16 @@ def test_no_feed_forward_layer():
 
 def test_weight_decay_on_matrices_only():
     net = gpt(bias=False, tied_embeddings=True)
-    module = TaskModule(net, NextToken(), optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.1), weight_decay_on="matrices")
+    module = TaskModule(
+        net, NextToken(), optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.1), weight_decay_on="matrices"
+    )
     decayed, kept = module.configure_optimizers().param_groups
     assert decayed["weight_decay"] == 0.1 and kept["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() < 2 for p in kept["params"])
     assert len(decayed["params"]) + len(kept["params"]) == len(list(net.parameters()))  # the tied weight once
-    everything = TaskModule(net, NextToken(), optimizer=partial(torch.optim.AdamW, weight_decay=0.1)).configure_optimizers()
+    everything = TaskModule(
+        net, NextToken(), optimizer=partial(torch.optim.AdamW, weight_decay=0.1)
+    ).configure_optimizers()
     assert len(everything.param_groups) == 1 and everything.param_groups[0]["weight_decay"] == 0.1
     with pytest.raises(AttnexpError, match=r"module\.weight_decay_on='vectors' is not allowed"):
         TaskModule(net, NextToken(), optimizer=torch.optim.AdamW, weight_decay_on="vectors")
@@ -104,8 +116,18 @@ def test_text_windows_at_random_starts(tmp_path):
 
 
 def zoology_mqar(**options) -> MQARDataModule:
-    dm = MQARDataModule(vocab=512, seq_len=64, num_pairs=4, train_size=3000, val_size=100, test_size=100,
-                        power_a=0.01, distinct_values=True, answers_shown=False, **options)
+    dm = MQARDataModule(
+        vocab=512,
+        seq_len=64,
+        num_pairs=4,
+        train_size=3000,
+        val_size=100,
+        test_size=100,
+        power_a=0.01,
+        distinct_values=True,
+        answers_shown=False,
+        **options,
+    )
     dm.setup()
     return dm
 

@@ -46,6 +46,20 @@ def test_a_process_started_after_the_record_was_written_is_another_one(tmp_path)
 
 
 def test_bad_input_and_runs_without_numbers_are_left_out_of_comparisons():
-    left_out = [s for s in ("running", "trained", "ok", "failed", "diverged", "interrupted", "abandoned", "bad_input",
-                            "untrained", "unvalidated") if not metrics_file.comparable(s)]
+    left_out = [
+        s
+        for s in (
+            "running",
+            "trained",
+            "ok",
+            "failed",
+            "diverged",
+            "interrupted",
+            "abandoned",
+            "bad_input",
+            "untrained",
+            "unvalidated",
+        )
+        if not metrics_file.comparable(s)
+    ]
     assert left_out == ["bad_input", "untrained", "unvalidated"]

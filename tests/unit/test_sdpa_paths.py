@@ -12,8 +12,13 @@ import torch.nn.functional as F
 from attnexp.errors import AttnexpError
 from attnexp.mixers import CosineAttention, DotAttention, L2Attention
 
-VARIANTS = {"dot": (DotAttention, {}), "l2": (L2Attention, {}), "l2 tied": (L2Attention, {"tied_qk": True}),
-            "cosine learned": (CosineAttention, {}), "cosine t=1": (CosineAttention, {"temperature": 1.0})}
+VARIANTS = {
+    "dot": (DotAttention, {}),
+    "l2": (L2Attention, {}),
+    "l2 tied": (L2Attention, {"tied_qk": True}),
+    "cosine learned": (CosineAttention, {}),
+    "cosine t=1": (CosineAttention, {"temperature": 1.0}),
+}
 
 
 def some_mask(batch: int = 3, length: int = 9) -> torch.Tensor:

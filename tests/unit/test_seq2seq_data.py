@@ -67,10 +67,19 @@ def write(tmp_path, text: str | bytes, name: str = "pairs.tsv"):
 
 
 def test_pairs_split_by_position_with_vocabularies_from_train(tmp_path):
-    lines = [f"uno dos {i % 3}\tone two {i % 3}\textra" for i in range(16)] + ["", "uno nuevo\tone new", "dos\ttwo", "tres\tthree ."]
+    lines = [f"uno dos {i % 3}\tone two {i % 3}\textra" for i in range(16)] + [
+        "",
+        "uno nuevo\tone new",
+        "dos\ttwo",
+        "tres\tthree .",
+    ]
     dm = PairsDataModule(write(tmp_path, "\n".join(lines) + "\n"), level="word", val_fraction=0.1, test_fraction=0.2)
     spec = dm.spec
-    assert {k: len(v[0]) for k, v in dm.splits.items()} == {"train": 13, "val": 1, "test": 5}  # 19 pairs, the blank line skipped
+    assert {k: len(v[0]) for k, v in dm.splits.items()} == {
+        "train": 13,
+        "val": 1,
+        "test": 5,
+    }  # 19 pairs, the blank line skipped
     assert spec["src_len"] == 3 and spec["tgt_len"] == 3 + 2
     assert "nuevo" not in dm.src_vocab.ids and "new" not in dm.tgt_vocab.ids  # only from the training part
     x, y = dm.splits["test"]
@@ -83,14 +92,20 @@ def test_pairs_split_by_position_with_vocabularies_from_train(tmp_path):
     assert chars.spec["src_len"] == len("uno nuevo") and chars.src_vocab.level == "char"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("hola\thello\nadios goodbye\n", r"line 2, has no tab: 'adios goodbye'.*source<TAB>target"),
-    ("hola\thello\n\t bye\n", r"line 2, has an empty source \(before the first tab\)"),
-    ("hola\thello\nadios\t \n", r"line 2, has an empty target \(after the first tab\)"),
-    (b"hola\thello\nadi\xf3s\tbye\n", r"not UTF-8 text: byte 14 \(line 2\) is 0xf3.*iconv.*> pairs.utf8.tsv"),
-    ("hola\thello\nadios\tbye\n", r"has 2 pairs, too few to split into train / val / test \(1 / 0 / 1.*at least 10 pairs"),
-    ("\n\n", r"is empty \(only whitespace\)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("hola\thello\nadios goodbye\n", r"line 2, has no tab: 'adios goodbye'.*source<TAB>target"),
+        ("hola\thello\n\t bye\n", r"line 2, has an empty source \(before the first tab\)"),
+        ("hola\thello\nadios\t \n", r"line 2, has an empty target \(after the first tab\)"),
+        (b"hola\thello\nadi\xf3s\tbye\n", r"not UTF-8 text: byte 14 \(line 2\) is 0xf3.*iconv.*> pairs.utf8.tsv"),
+        (
+            "hola\thello\nadios\tbye\n",
+            r"has 2 pairs, too few to split into train / val / test \(1 / 0 / 1.*at least 10 pairs",
+        ),
+        ("\n\n", r"is empty \(only whitespace\)"),
+    ],
+)
 def test_bad_pairs_files_are_explained(tmp_path, text, message):
     with pytest.raises(AttnexpError, match=message):
         PairsDataModule(write(tmp_path, text)).setup()
@@ -129,7 +144,14 @@ SMALL_CAPTIONS = dict(images="digits", train_size=500, val_size=100, test_size=1
 
 def test_captions_canvases_and_their_words():
     dm = CaptionsDataModule(**SMALL_CAPTIONS, language="es")
-    assert dm.spec == {"channels": 1, "image_height": 8, "image_width": 24, "patch_size": 4, "tgt_vocab_size": 14, "tgt_len": 5}
+    assert dm.spec == {
+        "channels": 1,
+        "image_height": 8,
+        "image_width": 24,
+        "patch_size": 4,
+        "tgt_vocab_size": 14,
+        "tgt_len": 5,
+    }
     x, y = dm.splits["train"]
     assert x.shape == (500, 1, 8, 24) and abs(float(x.mean())) < 1e-4  # normalised with the training canvases' stats
     counts = ((y != PAD_ID) & (y != BOS_ID) & (y != EOS_ID)).sum(1)
@@ -183,7 +205,9 @@ def test_an_image_file_becomes_the_canvas_it_shows(tmp_path):
     raw = (x * dm.stats["std"] + dm.stats["mean"])[0, 0]  # [0, 1]
     path = tmp_path / "canvas.png"
     Image.fromarray((raw * 255).round().byte().numpy()).save(path)
-    torch.testing.assert_close(canvas_from_file(str(path), 8, 24, dm.stats), x[0], atol=0.6 / 255 / dm.stats["std"], rtol=0)
+    torch.testing.assert_close(
+        canvas_from_file(str(path), 8, 24, dm.stats), x[0], atol=0.6 / 255 / dm.stats["std"], rtol=0
+    )
     big = tmp_path / "big_inverted.png"  # twice the size, dark ink on white paper
     Image.fromarray(((1 - raw) * 255).round().byte().numpy()).resize((48, 16), Image.Resampling.NEAREST).save(big)
     torch.testing.assert_close(canvas_from_file(str(big), 8, 24, dm.stats), x[0], atol=0.05 / dm.stats["std"], rtol=0)

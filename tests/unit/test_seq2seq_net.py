@@ -23,7 +23,10 @@ SRC = dict(src_vocab_size=13, src_len=9, tgt_vocab_size=11, tgt_len=8)
 
 
 def build(variant: str, **overrides) -> Seq2Seq:
-    return Seq2Seq(model_factory(variant, heads=2), **{**SRC, "dim": 16, "enc_depth": 2, "dec_depth": 2, "dropout": 0.0, **overrides})
+    return Seq2Seq(
+        model_factory(variant, heads=2),
+        **{**SRC, "dim": 16, "enc_depth": 2, "dec_depth": 2, "dropout": 0.0, **overrides},
+    )
 
 
 def refuses(variant: str) -> bool:
@@ -67,7 +70,9 @@ def test_decoder_does_not_see_later_target_tokens(variant):
         logits = out[0] if need_weights else out
         for i in range(6):
             changed = tgt.clone()
-            changed[:, i + 1 :] = 3 + (tgt[:, i + 1 :] - 3 + torch.randint(1, 8, (3, 6 - i))) % 8  # every later token differs
+            changed[:, i + 1 :] = (
+                3 + (tgt[:, i + 1 :] - 3 + torch.randint(1, 8, (3, 6 - i))) % 8
+            )  # every later token differs
             after = net(src, changed, need_weights=need_weights)
             after = after[0] if need_weights else after
             torch.testing.assert_close(after[:, : i + 1], logits[:, : i + 1], rtol=1e-5, atol=1e-5)
@@ -101,7 +106,9 @@ def cross_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.randn(3, 5, 16), torch.randn(3, 9, 16), sources()[1]
 
 
-def assert_cross_attention(layer: nn.Module, inputs: tuple, expected: torch.Tensor, weights: torch.Tensor, tolerance: float) -> None:
+def assert_cross_attention(
+    layer: nn.Module, inputs: tuple, expected: torch.Tensor, weights: torch.Tensor, tolerance: float
+) -> None:
     """The layer's cross-attention of ``inputs`` (from :func:`cross_inputs`) with the key padding mask, with and
     without weights."""
     x, memory, real = inputs
@@ -135,7 +142,9 @@ def test_euclid_cross_attention_equals_its_formula_with_masks():
     score = 1.0 / (torch.cdist(q, k) * 8**-0.5 + 1e-9)  # (B, H, 5, 9)
     weights = score.masked_fill(~real[:, None, None, :], float("-inf")).softmax(-1)
     expected = layer.out_proj((weights @ v).transpose(1, 2).reshape(3, 5, 16))
-    assert_cross_attention(layer, (x, memory, real), expected, weights, tolerance=1e-4)  # the small path and the explicit one
+    assert_cross_attention(
+        layer, (x, memory, real), expected, weights, tolerance=1e-4
+    )  # the small path and the explicit one
 
 
 def test_se_cross_attention_gates_every_token_alike_from_the_real_source_tokens():
@@ -149,11 +158,22 @@ def test_se_cross_attention_gates_every_token_alike_from_the_real_source_tokens(
 
 
 def test_image_source_cuts_patches_and_checks_the_patch_size():
-    net = Seq2Seq(model_factory("dot"), channels=1, image_height=8, image_width=24, patch_size=2, tgt_vocab_size=11, tgt_len=5, dim=16)
+    net = Seq2Seq(
+        model_factory("dot"),
+        channels=1,
+        image_height=8,
+        image_width=24,
+        patch_size=2,
+        tgt_vocab_size=11,
+        tgt_len=5,
+        dim=16,
+    )
     assert net.source.num_tokens == 4 * 12
     assert net(torch.randn(2, 1, 8, 24), torch.randint(0, 11, (2, 4))).shape == (2, 4, 11)
     with pytest.raises(AttnexpError, match=r"data.patch_size=3 does not tile the 8x24 images.*\[1, 2, 4, 8\]"):
-        Seq2Seq(model_factory("dot"), channels=1, image_height=8, image_width=24, patch_size=3, tgt_vocab_size=11, tgt_len=5)
+        Seq2Seq(
+            model_factory("dot"), channels=1, image_height=8, image_width=24, patch_size=3, tgt_vocab_size=11, tgt_len=5
+        )
 
 
 @pytest.mark.parametrize("variant", ["dot", "euclid", "se"])
@@ -236,16 +256,24 @@ def test_decoded_metrics_score_right_and_wrong_outputs(text_metric):
     def scores(output: list[int]) -> dict[str, float]:
         metrics = task.metrics(10, "val")
         decoded = torch.tensor([output])
-        logits = torch.nn.functional.one_hot(torch.cat([decoded, torch.full((1, 8 - decoded.shape[1]), PAD_ID)], 1), 10).float()
+        logits = torch.nn.functional.one_hot(
+            torch.cat([decoded, torch.full((1, 8 - decoded.shape[1]), PAD_ID)], 1), 10
+        ).float()
         task.decode = lambda net, x, beam=1: decoded  # the network's output, without a network
         task.update(metrics, logits, scored, None, torch.zeros(1, 1), "val")
         return {name: float(metric.compute()) for name, metric in metrics.items()}
 
     right = scores([4, 5, 6, 7, 4, 8, 9, EOS_ID])
-    assert right["exact"] == 1.0 and right["acc"] == 1.0 and right[text_metric] == (1.0 if text_metric == "bleu" else 0.0)
+    assert (
+        right["exact"] == 1.0 and right["acc"] == 1.0 and right[text_metric] == (1.0 if text_metric == "bleu" else 0.0)
+    )
     wrong = scores([4, 5, 6, 7, 4, 4, 9, EOS_ID])  # one word wrong
     assert wrong["exact"] == 0.0 and wrong["acc"] == pytest.approx(7 / 8)
-    assert (0 < wrong["bleu"] < 1) if text_metric == "bleu" else wrong["cer"] == pytest.approx(3 / len("the cat sat on the mat ."))
+    assert (
+        (0 < wrong["bleu"] < 1)
+        if text_metric == "bleu"
+        else wrong["cer"] == pytest.approx(3 / len("the cat sat on the mat ."))
+    )
 
 
 def test_mismatched_task_and_network_are_explained():

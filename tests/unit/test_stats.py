@@ -54,10 +54,17 @@ def test_different_seeds_use_welch():
     assert (d.low, d.high) == (pytest.approx(d.mean - half), pytest.approx(d.mean + half))
 
 
-@pytest.mark.parametrize("mean,p,higher,expected", [
-    (0.02, 0.01, True, "better"), (-0.02, 0.01, True, "worse"), (0.02, 0.01, False, "worse"),
-    (-0.3, 0.049, False, "better"), (0.02, 0.05, True, "inconclusive"), (0.02, 0.2, False, "inconclusive"),
-])
+@pytest.mark.parametrize(
+    "mean,p,higher,expected",
+    [
+        (0.02, 0.01, True, "better"),
+        (-0.02, 0.01, True, "worse"),
+        (0.02, 0.01, False, "worse"),
+        (-0.3, 0.049, False, "better"),
+        (0.02, 0.05, True, "inconclusive"),
+        (0.02, 0.2, False, "inconclusive"),
+    ],
+)
 def test_verdict_thresholds(mean, p, higher, expected):
     assert verdict(Difference("paired t", 3, mean, mean - 0.01, mean + 0.01, p), higher) == expected
 
@@ -65,7 +72,9 @@ def test_verdict_thresholds(mean, p, higher, expected):
 def test_identical_differences_fall_back_to_the_sign_test_which_has_no_interval():
     d = difference({"0": 0.5, "1": 0.75}, {"0": 0.625, "1": 0.875})  # exact binary fractions: equal differences
     assert d.test == "sign" and d.mean == 0.125 and d.p == 0.5 and verdict(d, True) == "inconclusive"
-    assert math.isnan(d.low) and math.isnan(d.high)  # the sign test gives no interval: none is shown, not a zero-width one
+    assert math.isnan(d.low) and math.isnan(
+        d.high
+    )  # the sign test gives no interval: none is shown, not a zero-width one
     six = difference({str(s): 0.5 for s in range(6)}, {str(s): 0.25 for s in range(6)})
     assert six.p == pytest.approx(2 * 0.5**6) and verdict(six, True) == "worse"  # 0.03125: all six lower
     same = difference({"0": 0.5, "1": 0.75}, {"0": 0.5, "1": 0.75})

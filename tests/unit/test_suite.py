@@ -24,9 +24,22 @@ def fake_run(root, overrides: list[str], acc: float, chance: float = 0.01):
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     settings = dict(o.split("=", 1) for o in overrides)
-    record = {"status": "ok", "mixer": settings["model"], "data": settings.get("data", "mqar"), "seed": int(settings["seed"]),
-              "params": 100, "classes": 64, "chance": chance, "epochs": 2, "summary": SUMMARY, "monitor": "val/acc",
-              "mode": "max", "test/acc": acc, "val/acc_best": acc, "monitor_best": acc}
+    record = {
+        "status": "ok",
+        "mixer": settings["model"],
+        "data": settings.get("data", "mqar"),
+        "seed": int(settings["seed"]),
+        "params": 100,
+        "classes": 64,
+        "chance": chance,
+        "epochs": 2,
+        "summary": SUMMARY,
+        "monitor": "val/acc",
+        "mode": "max",
+        "test/acc": acc,
+        "val/acc_best": acc,
+        "monitor_best": acc,
+    }
     (folder / "metrics.json").write_text(json.dumps(record))
 
 
@@ -37,7 +50,9 @@ def task_sweep(root):
     for (data, model), acc in SCORES.items():
         for seed in range(3):
             chance = 0.5 if data == "recall" else 0.01  # recall's runs stay at chance
-            fake_run(root, [f"data={data}", f"model={model}", f"seed={seed}"], acc + 0.01 * seed * (model == "dot"), chance)
+            fake_run(
+                root, [f"data={data}", f"model={model}", f"seed={seed}"], acc + 0.01 * seed * (model == "dot"), chance
+            )
 
 
 def test_variants_are_compared_within_each_task(tmp_path, monkeypatch):
@@ -70,11 +85,18 @@ def test_data_by_mixers_table_and_aggregates_over_the_data(tmp_path, capsys, mon
     agg = compare(find_runs([tmp_path / "runs"])).suite.aggregates
     dot_scores = [(0.90 + 0.01 * s - 0.01) / 0.99 for s in range(3)] + [(0.01 * s) / 0.5 for s in range(3)]
     euclid_scores = [(0.6 - 0.01) / 0.99] * 3 + [0.0] * 3
-    assert agg.data == ["mqar", "recall"] and agg.baseline == "model=dot" and agg.seeds["model=euclid"] == ["0", "1", "2"]
+    assert (
+        agg.data == ["mqar", "recall"] and agg.baseline == "model=dot" and agg.seeds["model=euclid"] == ["0", "1", "2"]
+    )
     assert agg.iqm["model=dot"].value == pytest.approx(sp.trim_mean(dot_scores, 0.25))
     assert agg.mean["model=euclid"].value == pytest.approx(sum(euclid_scores) / 6)
-    per_data = [sp.mannwhitneyu(euclid_scores[:3], dot_scores[:3]).statistic / 9, sp.mannwhitneyu(euclid_scores[3:], dot_scores[3:]).statistic / 9]
-    assert agg.improvement["model=euclid"].value == pytest.approx(sum(per_data) / 2) and "model=dot" not in agg.improvement
+    per_data = [
+        sp.mannwhitneyu(euclid_scores[:3], dot_scores[:3]).statistic / 9,
+        sp.mannwhitneyu(euclid_scores[3:], dot_scores[3:]).statistic / 9,
+    ]
+    assert (
+        agg.improvement["model=euclid"].value == pytest.approx(sum(per_data) / 2) and "model=dot" not in agg.improvement
+    )
     for e in (agg.iqm["model=dot"], agg.mean["model=dot"], agg.improvement["model=euclid"]):
         assert e.low <= e.value <= e.high
     aggregates = text.split("### Aggregates over 2 data options")[1]
@@ -92,8 +114,11 @@ def test_a_numeric_setting_the_sweep_varies_gets_a_curve(tmp_path):
     for pairs in (4, 8, 16):
         for model in ("dot", "euclid"):
             for seed in range(2):
-                fake_run(tmp_path / "runs", [f"data.num_pairs={pairs}", f"model={model}", "module.optimizer.lr=0.001",
-                                             f"seed={seed}"], 1.0 - pairs / 32 - 0.1 * (model == "euclid") + 0.01 * seed)
+                fake_run(
+                    tmp_path / "runs",
+                    [f"data.num_pairs={pairs}", f"model={model}", "module.optimizer.lr=0.001", f"seed={seed}"],
+                    1.0 - pairs / 32 - 0.1 * (model == "euclid") + 0.01 * seed,
+                )
     runs = find_runs([tmp_path / "runs"])
     assert knobs(runs, ["module.optimizer.lr"]) == ["data.num_pairs"]
     assert compare(runs).suite is None  # one task: no tasks table

@@ -40,9 +40,13 @@ def test_causal_rows_are_normalised_by_the_keys_they_may_see():
 
 
 def test_padded_keys_and_padded_tokens_are_left_out():
-    real = torch.tensor([[True, True, True, True], [True, True, False, False]])  # the second sequence: 2 tokens, 2 of padding
+    real = torch.tensor(
+        [[True, True, True, True], [True, True, False, False]]
+    )  # the second sequence: 2 tokens, 2 of padding
     mask = real[:, None, None, :]  # (B, 1, 1, L): a key padding mask
-    w = (real[:, None, None, :].float() / real.sum(-1)[:, None, None, None]).expand(2, 1, 4, 4)  # uniform over the real keys
+    w = (real[:, None, None, :].float() / real.sum(-1)[:, None, None, None]).expand(
+        2, 1, 4, 4
+    )  # uniform over the real keys
     scores = torch.zeros(2, 1, 4, 4)
     scores[1, 0, :, 3] = float("nan")  # scores of padded keys do not count
     stats = attention_stats(w, scores, causal=False, mask=mask)
@@ -56,8 +60,6 @@ def test_gate_spread_is_zero_for_a_dead_gate():
     assert gate_stats(torch.full((8, 6), 0.6))["gate_std"] == 0.0
     assert gate_stats(torch.rand(8, 6))["gate_std"] > 0.05
     assert math.isnan(gate_stats(torch.rand(1, 6))["gate_std"])
-
-
 
 
 def test_weights_that_are_not_distributions_get_their_mass_and_no_entropy():
@@ -89,8 +91,13 @@ def module_for(mixer_factory, x):
 
     logged = {}
     net = PatchClassifier(mixer_factory, image_size=8, channels=1, patch_size=2, num_classes=10, dim=8)
-    module = SimpleNamespace(net=net, device=torch.device("cpu"), task=ImageClassification(), log_dict=lambda v, **_: logged.update(v),
-                             trainer=SimpleNamespace(precision_plugin=Precision()))
+    module = SimpleNamespace(
+        net=net,
+        device=torch.device("cpu"),
+        task=ImageClassification(),
+        log_dict=lambda v, **_: logged.update(v),
+        trainer=SimpleNamespace(precision_plugin=Precision()),
+    )
     trainer = SimpleNamespace(sanity_checking=False, datamodule=SimpleNamespace(val_dataloader=lambda: [(x, None)]))
     return module, trainer, logged
 
@@ -121,4 +128,5 @@ def test_the_telemetry_gets_weights_and_scores_through_the_contract_only(caplog)
     assert not logged
     assert [r.getMessage() for r in caplog.records] == [
         "NoWeights returns no attention weights (forward(..., need_weights=True) gave None): no attention telemetry "
-        "and no attention figures for this run."]
+        "and no attention figures for this run."
+    ]

@@ -74,8 +74,16 @@ BAD = {
     "missing": (lambda p: p / "nope.txt", {}, r"Cannot read data.path=.*nope.txt.*readable UTF-8 text file"),
     "a folder": (lambda p: p, {}, r"Cannot read data.path=.*check the path"),
     "not UTF-8": (not_utf8, {}, r"is not UTF-8 text: byte 1 \(line 1\) is 0xf1.*iconv"),
-    "context too long": (lambda p: write(p, "one two three " * 10), {"context": 5}, r"data.context=5 is longer than the text allows.*30 word tokens.*data.context<=2"),
-    "bad level": (lambda p: write(p, "abc " * 50), {"level": "byte"}, r"data.level='byte' is not a tokenisation level. Allowed: word, char"),
+    "context too long": (
+        lambda p: write(p, "one two three " * 10),
+        {"context": 5},
+        r"data.context=5 is longer than the text allows.*30 word tokens.*data.context<=2",
+    ),
+    "bad level": (
+        lambda p: write(p, "abc " * 50),
+        {"level": "byte"},
+        r"data.level='byte' is not a tokenisation level. Allowed: word, char",
+    ),
 }
 
 
@@ -87,16 +95,22 @@ def test_bad_files_raise_clear_errors(case, tmp_path):
         _ = TextDataModule(str(path) if path else None, **{"context": 4, **kwargs}).spec
 
 
-@pytest.mark.parametrize("content", [
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8,  # an image
-    b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(200),  # a zip archive
-    b"abc" + bytes(range(1, 32)) * 100,  # control bytes, no NUL: valid UTF-8, but no text
-], ids=["png", "zip", "control bytes"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8,  # an image
+        b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(200),  # a zip archive
+        b"abc" + bytes(range(1, 32)) * 100,  # control bytes, no NUL: valid UTF-8, but no text
+    ],
+    ids=["png", "zip", "control bytes"],
+)
 def test_a_binary_file_is_no_text_and_gets_no_conversion_advice(tmp_path, content):
     """Finding 7: converting such a file from latin1 would give garbage to learn from."""
     path = tmp_path / "file.bin"
     path.write_bytes(content)
-    with pytest.raises(AttnexpError, match=r"is not a text file: its first bytes hold NUL or other control bytes") as err:
+    with pytest.raises(
+        AttnexpError, match=r"is not a text file: its first bytes hold NUL or other control bytes"
+    ) as err:
         TextDataModule(path=str(path)).setup()
     assert "iconv" not in str(err.value)
 

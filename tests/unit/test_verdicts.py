@@ -26,10 +26,26 @@ def record(root, name: str, mixer: str, seed: int, acc: float, **extra) -> None:
     """A finished run folder named ``name`` under ``root``, as a sweep over ``model`` and ``seed`` writes it."""
     folder = root / name
     (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"model={mixer}", f"seed={seed}", *extra.pop("overrides", [])]))
-    fields = {"status": "ok", "mixer": mixer, "data": "digits", "seed": seed, "params": 100, "classes": 10, "epochs": 2,
-              "summary": SUMMARY, "monitor": "val/acc", "mode": "max", "examples": {"val": 2000, "test": 2000},
-              "test/acc": acc, "val/acc_best": acc, "test/loss": 1 - acc, "monitor_best": acc}
+    (folder / ".hydra" / "overrides.yaml").write_text(
+        yaml.safe_dump([f"model={mixer}", f"seed={seed}", *extra.pop("overrides", [])])
+    )
+    fields = {
+        "status": "ok",
+        "mixer": mixer,
+        "data": "digits",
+        "seed": seed,
+        "params": 100,
+        "classes": 10,
+        "epochs": 2,
+        "summary": SUMMARY,
+        "monitor": "val/acc",
+        "mode": "max",
+        "examples": {"val": 2000, "test": 2000},
+        "test/acc": acc,
+        "val/acc_best": acc,
+        "test/loss": 1 - acc,
+        "monitor_best": acc,
+    }
     (folder / "metrics.json").write_text(json.dumps(fields | extra))
 
 
@@ -46,7 +62,9 @@ def test_a_nan_or_infinite_metric_is_missing_and_named_not_a_crash(tmp_path, cap
     row = euclid_row(capsys.readouterr().out, "test/loss")
     assert row.startswith("| model=euclid | 1 + seed 1: nan, seed 2: inf | 0.3000 |"), row
     written = {r["config"]: r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open())}
-    assert written["model=euclid"]["test/loss missing"] == "1:nan 2:inf" and float(written["model=euclid"]["test/acc mean"]) == pytest.approx(0.83)
+    assert written["model=euclid"]["test/loss missing"] == "1:nan 2:inf" and float(
+        written["model=euclid"]["test/acc mean"]
+    ) == pytest.approx(0.83)
     assert spread([0.5, math.nan, 0.7]).n == 2 and spread([0.5, math.nan, 0.7]).mean == pytest.approx(0.6)
 
 
@@ -71,7 +89,11 @@ def test_repeated_seeds_are_refused_with_the_folders_named(tmp_path, capsys):
             record(tmp_path / sweep, f"euclid/{seed}", "euclid", seed, 0.7 if sweep == "first" else 0.9)
     assert main([str(tmp_path / "first"), str(tmp_path / "second"), "--out", str(tmp_path / "cmp")]) == 2
     err = capsys.readouterr().err
-    assert "model=euclid seed 0 in" in err and str(tmp_path / "first" / "euclid" / "0") in err and str(tmp_path / "second" / "euclid" / "0") in err
+    assert (
+        "model=euclid seed 0 in" in err
+        and str(tmp_path / "first" / "euclid" / "0") in err
+        and str(tmp_path / "second" / "euclid" / "0") in err
+    )
     assert "not another replicate" in err and not (tmp_path / "cmp" / "summary.md").exists()
     assert main([str(tmp_path / "second"), "--out", str(tmp_path / "cmp")]) == 0  # one sweep alone is fine
 
@@ -94,7 +116,11 @@ def test_p_values_are_holm_adjusted_over_the_family_and_verdicts_follow(tmp_path
             noise = (0.004, -0.003, 0.001)[seed] * (name != "c")
             record(tmp_path / "runs", f"{name}/{seed}", name, seed, 0.50 + 0.02 * seed + gap + noise)
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp")]) == 0
-    rows = [r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open()) if r["table"] == "all" and r["config"] != "model=dot"]
+    rows = [
+        r
+        for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open())
+        if r["table"] == "all" and r["config"] != "model=dot"
+    ]
     raw = [float(r["test/acc p"]) for r in rows]
     expected = multipletests(raw, method="holm")[1]
     assert [float(r["test/acc p_adjusted"]) for r in rows] == pytest.approx(list(expected))
@@ -102,7 +128,9 @@ def test_p_values_are_holm_adjusted_over_the_family_and_verdicts_follow(tmp_path
     worst = max(rows, key=lambda r: float(r["test/acc p_adjusted"]) / float(r["test/acc p"]))
     assert float(worst["test/acc p_adjusted"]) > float(worst["test/acc p"])
     e = next(r for r in rows if r["config"] == "model=e")
-    assert float(e["test/acc p"]) < 0.05 and (e["test/acc verdict"] == "better") == (float(e["test/acc p_adjusted"]) < 0.05)
+    assert float(e["test/acc p"]) < 0.05 and (e["test/acc verdict"] == "better") == (
+        float(e["test/acc p_adjusted"]) < 0.05
+    )
     assert "adjusted p" in capsys.readouterr().out
 
 
@@ -125,7 +153,10 @@ def test_an_inconclusive_verdict_says_how_many_seeds_would_decide():
     (d,) = adjust([d])
     diffs = np.array([0.02, 0.0, 0.04])
     wanted = TTestPower().solve_power(effect_size=diffs.mean() / diffs.std(ddof=1), alpha=0.05, power=0.8)
-    assert d.seeds == math.ceil(wanted) and verdict(d, True) == f"inconclusive: about {math.ceil(wanted)} seeds would show a difference"
+    assert (
+        d.seeds == math.ceil(wanted)
+        and verdict(d, True) == f"inconclusive: about {math.ceil(wanted)} seeds would show a difference"
+    )
 
 
 def test_intervals_stay_within_what_they_describe(tmp_path):
@@ -148,7 +179,9 @@ def test_the_bar_plot_links_each_seeds_values_across_mixers(tmp_path, monkeypatc
     import matplotlib.axes
 
     real = matplotlib.axes.Axes.plot
-    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append([list(v) for v in a[:2]]) or real(ax, *a, **k))
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append([list(v) for v in a[:2]]) or real(ax, *a, **k)
+    )
     (tmp_path / "out").mkdir()
     plots.plot(c, tmp_path / "out")
     for seed in range(3):  # a line from the seed's dot value to its euclid value (the pairing the verdict uses)
@@ -162,12 +195,23 @@ def search_trial(root, number: int, lr: float, dim: int, objective: float) -> No
     (folder / ".hydra").mkdir(parents=True)
     overrides = ["hparams_search=optuna", "model=euclid", f"module.optimizer.lr={lr}", f"net.dim={dim}"]
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    sweeper = {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper", "direction": "maximize",
-               "params": {"module.optimizer.lr": "tag(log, interval(0.0003, 0.03))", "net.dim": "choice(16, 32, 64)"}}
+    sweeper = {
+        "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+        "direction": "maximize",
+        "params": {"module.optimizer.lr": "tag(log, interval(0.0003, 0.03))", "net.dim": "choice(16, 32, 64)"},
+    }
     (folder / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper}}))
     (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"optimized_metric": "val/acc_best", "seed": 0}))
-    fields = {"status": "ok", "mixer": "euclid", "data": "digits", "seed": 0, "summary": SUMMARY, "val/acc_best": objective,
-              "test/acc": objective - 0.01, "epochs": 2}
+    fields = {
+        "status": "ok",
+        "mixer": "euclid",
+        "data": "digits",
+        "seed": 0,
+        "summary": SUMMARY,
+        "val/acc_best": objective,
+        "test/acc": objective - 0.01,
+        "epochs": 2,
+    }
     (folder / "metrics.json").write_text(json.dumps(fields))
 
 
@@ -189,8 +233,14 @@ def test_a_search_is_ranked_by_its_objective_not_compared_trial_by_trial(tmp_pat
     # The rerun, summarised together with the search: the trials ranked, the rerun compared over seeds.
     for seed in range(2):
         for mixer in ("euclid", "dot"):
-            record(tmp_path / "rerun", f"{mixer}/{seed}", mixer, seed, 0.9 + 0.01 * seed + 0.02 * (mixer == "euclid"),
-                   overrides=["module.optimizer.lr=0.0031", "net.dim=64"])
+            record(
+                tmp_path / "rerun",
+                f"{mixer}/{seed}",
+                mixer,
+                seed,
+                0.9 + 0.01 * seed + 0.02 * (mixer == "euclid"),
+                overrides=["module.optimizer.lr=0.0031", "net.dim=64"],
+            )
     assert main([str(tmp_path / "search"), str(tmp_path / "rerun"), "--out", str(tmp_path / "both")]) == 0
     both = capsys.readouterr().out
     assert "### Search: 4 trials" in both and "| model=euclid | 2 |" in both and "Baseline: model=dot" in both
@@ -199,11 +249,20 @@ def test_a_search_is_ranked_by_its_objective_not_compared_trial_by_trial(tmp_pat
 def test_a_margin_given_decides_equivalence_and_a_bad_one_is_explained(tmp_path, capsys):
     for seed in range(4):
         record(tmp_path / "runs", f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
-        record(tmp_path / "runs", f"euclid/{seed}", "euclid", seed, 0.80 + 0.01 * seed + (0.002, 0.004, 0.003, 0.001)[seed])
+        record(
+            tmp_path / "runs", f"euclid/{seed}", "euclid", seed, 0.80 + 0.01 * seed + (0.002, 0.004, 0.003, 0.001)[seed]
+        )
     runs = find_runs([tmp_path / "runs"])
-    verdicts = {m: next(r for r in compare(runs, margin={"test/acc": m}).rows if r.config == "model=euclid").verdicts["test/acc"]
-                for m in (0.0001, 0.02)}
-    assert verdicts == {0.0001: "better", 0.02: "equivalent within ±0.02"}  # +0.0025: beyond the first, within the second
+    verdicts = {
+        m: next(r for r in compare(runs, margin={"test/acc": m}).rows if r.config == "model=euclid").verdicts[
+            "test/acc"
+        ]
+        for m in (0.0001, 0.02)
+    }
+    assert verdicts == {
+        0.0001: "better",
+        0.02: "equivalent within ±0.02",
+    }  # +0.0025: beyond the first, within the second
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "c"), "--margin", "test/acc=big"]) == 2
     assert "--margin 'test/acc=big' is not METRIC=VALUE" in capsys.readouterr().err and not (tmp_path / "c").exists()
 
@@ -214,10 +273,32 @@ def test_ignored_overrides_pool_runs_whose_budgets_were_matched_per_seed(tmp_pat
     for seed in range(3):
         epochs = f"trainer.max_epochs={9 if seed == 0 else 10}"
         record(tmp_path / "dot", f"{seed}", "dot", seed, 0.80 + 0.01 * seed, overrides=[epochs])
-        record(tmp_path / "euclid", f"{seed}", "euclid", seed, (0.75, 0.77, 0.76)[seed], overrides=["trainer.max_epochs=20"])
+        record(
+            tmp_path / "euclid",
+            f"{seed}",
+            "euclid",
+            seed,
+            (0.75, 0.77, 0.76)[seed],
+            overrides=["trainer.max_epochs=20"],
+        )
     assert main([str(tmp_path / "dot"), str(tmp_path / "euclid"), "--out", str(tmp_path / "a")]) == 0
     assert "model=dot,trainer.max_epochs=9" in capsys.readouterr().out
-    assert main([str(tmp_path / "dot"), str(tmp_path / "euclid"), "--ignore", "trainer.max_epochs", "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                str(tmp_path / "dot"),
+                str(tmp_path / "euclid"),
+                "--ignore",
+                "trainer.max_epochs",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     row = euclid_row(capsys.readouterr().out)
     assert row.startswith("| model=euclid | 3 |") and "(paired t)" in row and "worse" in row, row
-    assert {r.config for r in compare(find_runs([tmp_path], ignore=["trainer.max_epochs"])).rows} == {"model=dot", "model=euclid"}
+    assert {r.config for r in compare(find_runs([tmp_path], ignore=["trainer.max_epochs"])).rows} == {
+        "model=dot",
+        "model=euclid",
+    }

@@ -16,13 +16,24 @@ from attnexp.networks import VisionTransformer
 VARIANTS = {name: model_factory(name) for name in options("model")}  # each as its config builds it
 
 
-def expected_params(variant: str, channels: int, image: int, patch: int, dim: int, depth: int,
-                    mlp_ratio: float, pool: str, classes: int = 10) -> int:
+def expected_params(
+    variant: str,
+    channels: int,
+    image: int,
+    patch: int,
+    dim: int,
+    depth: int,
+    mlp_ratio: float,
+    pool: str,
+    classes: int = 10,
+) -> int:
     """Parameter count written out from the architecture."""
     tokens = (image // patch) ** 2 + (pool == "cls")
     hidden = int(dim * mlp_ratio)
     mixer = {
-        "dot": 4 * (dim * dim + dim), "euclid": 4 * (dim * dim + dim), "masked": 4 * (dim * dim + dim),
+        "dot": 4 * (dim * dim + dim),
+        "euclid": 4 * (dim * dim + dim),
+        "masked": 4 * (dim * dim + dim),
         "se": 2 * dim * max(dim // 4, 4) + max(dim // 4, 4) + dim,
         "mlp": tokens * tokens + tokens,
     }[variant]
@@ -44,8 +55,12 @@ CONFIGS = [  # variant, channels, image, patch, dim, depth, heads, mlp_ratio, po
 @pytest.mark.parametrize("variant,channels,image,patch,dim,depth,heads,mlp_ratio,pool", CONFIGS)
 def test_parameter_counts(variant, channels, image, patch, dim, depth, heads, mlp_ratio, pool):
     mixer = model_factory(variant, **({} if heads is None else {"heads": heads}))
-    net = VisionTransformer(mixer, image, channels, None, 10, patch=patch, dim=dim, depth=depth, mlp_ratio=mlp_ratio, pool=pool)
-    assert sum(p.numel() for p in net.parameters()) == expected_params(variant, channels, image, patch, dim, depth, mlp_ratio, pool)
+    net = VisionTransformer(
+        mixer, image, channels, None, 10, patch=patch, dim=dim, depth=depth, mlp_ratio=mlp_ratio, pool=pool
+    )
+    assert sum(p.numel() for p in net.parameters()) == expected_params(
+        variant, channels, image, patch, dim, depth, mlp_ratio, pool
+    )
 
 
 @pytest.mark.parametrize("variant", options("model"))
@@ -54,7 +69,9 @@ def test_every_variant_runs_with_its_maps(variant):
     logits, maps = net(torch.randn(5, 16, 4), need_weights=True)
     assert logits.shape == (5, 10) and len(maps) == 2
     distributions = weight_kind(net.blocks[0].mixer) == DISTRIBUTIONS
-    for m in maps:  # attention: (B, H, L, L) weights in [0, 1], rows that sum to 1 where distributions; se: gates; mlp: none
+    for m in (
+        maps
+    ):  # attention: (B, H, L, L) weights in [0, 1], rows that sum to 1 where distributions; se: gates; mlp: none
         assert m is None or m.shape in ((5, 2, 17, 17), (5, 16))
         if m is not None and m.dim() == 4:
             assert float(m.min()) >= 0 and float(m.max()) <= 1
@@ -98,14 +115,23 @@ def test_the_heads_are_the_mixers():
         VisionTransformer(partial(DotAttention, heads=2), 8, 1, 2, 10, dim=16, depth=1, heads=4)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(patch_size=None, patch=5), r"net.patch=5 does not divide the image size 32.*Allowed: \[1, 2, 4, 8, 16, 32\]"),
-    (dict(patch_size=None, patch=None), "needs a patch size"),
-    (dict(patch_size=4, patch=8), r"already cuts 4x4 patches.*net.patch=null.*data.patch_size=null"),
-    (dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=4)), r"dim=30 is not divisible by heads=4.*model.heads.*\[1, 2, 3, 5, 6, 10, 15, 30\]"),
-    (dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=7)), "not divisible by heads=7"),
-    (dict(patch_size=4, pool="max"), r"net.pool='max'.*\['cls', 'mean'\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (
+            dict(patch_size=None, patch=5),
+            r"net.patch=5 does not divide the image size 32.*Allowed: \[1, 2, 4, 8, 16, 32\]",
+        ),
+        (dict(patch_size=None, patch=None), "needs a patch size"),
+        (dict(patch_size=4, patch=8), r"already cuts 4x4 patches.*net.patch=null.*data.patch_size=null"),
+        (
+            dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=4)),
+            r"dim=30 is not divisible by heads=4.*model.heads.*\[1, 2, 3, 5, 6, 10, 15, 30\]",
+        ),
+        (dict(patch_size=4, dim=30, mixer=partial(DotAttention, heads=7)), "not divisible by heads=7"),
+        (dict(patch_size=4, pool="max"), r"net.pool='max'.*\['cls', 'mean'\]"),
+    ],
+)
 def test_bad_settings_are_explained(kwargs, message):
     args = dict(mixer=VARIANTS["dot"], image_size=32, channels=3, num_classes=10, dim=32, depth=1) | kwargs
     with pytest.raises(AttnexpError, match=message):

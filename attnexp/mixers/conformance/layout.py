@@ -19,7 +19,9 @@ def shapes(kit: Kit) -> Outcome:
     measured = f"self-attention {tuple(kit.x.shape)}"
     try:
         longer = kit.noise(s.batch, s.queries + 1, s.dim)
-        wrong += call_shapes(kit.build(num_tokens=s.queries + 1), f"self, {s.queries + 1} tokens", longer, None, s.queries + 1)
+        wrong += call_shapes(
+            kit.build(num_tokens=s.queries + 1), f"self, {s.queries + 1} tokens", longer, None, s.queries + 1
+        )
         measured += f" and at {s.queries + 1} tokens"
     except AttnexpError as err:
         measured += f"; {s.queries + 1} tokens refused: {short(err)}"
@@ -43,9 +45,18 @@ def call_shapes(mixer: nn.Module, label: str, x: Tensor, context: Tensor | None,
             wrong.append(f"{label}: output {tuple(out.shape)}, expected (B, Lq, C) = {tuple(x.shape)}")
         heads = getattr(mixer, "heads", None)
         expected = (x.shape[0], heads or "H", x.shape[1], keys)
-        if weights is not None and weights.dim() == 4 and (
-                weights.shape[0] != x.shape[0] or weights.shape[-2:] != (x.shape[1], keys) or (heads and weights.shape[1] != heads)):
-            wrong.append(f"{label}: weights {tuple(weights.shape)}, expected (B, H, Lq, Lk) = ({', '.join(map(str, expected))})")
+        if (
+            weights is not None
+            and weights.dim() == 4
+            and (
+                weights.shape[0] != x.shape[0]
+                or weights.shape[-2:] != (x.shape[1], keys)
+                or (heads and weights.shape[1] != heads)
+            )
+        ):
+            wrong.append(
+                f"{label}: weights {tuple(weights.shape)}, expected (B, H, Lq, Lk) = ({', '.join(map(str, expected))})"
+            )
     return sorted(set(wrong), key=wrong.index)
 
 
@@ -59,7 +70,10 @@ def token_layout(kit: Kit) -> Outcome:
     order = torch.randperm(kit.size.queries, generator=kit.gen)
     if torch.equal(order, torch.arange(kit.size.queries)):
         order = order.roll(1)  # a permutation that moves something
-    worst = max(relative(mixer(kit.x[:, order], need_weights=w)[0], mixer(kit.x, need_weights=w)[0][:, order]) for w in (False, True))
+    worst = max(
+        relative(mixer(kit.x[:, order], need_weights=w)[0], mixer(kit.x, need_weights=w)[0][:, order])
+        for w in (False, True)
+    )
     return worst <= TOL, f"largest difference between mixing permuted tokens and permuting the output {worst:.2g}"
 
 
@@ -70,5 +84,9 @@ def batch_independence(kit: Kit) -> Outcome:
     worst = 0.0
     for w in (False, True):
         out = mixer(kit.x, need_weights=w)[0]
-        worst = max(worst, relative(mixer(kit.x[:1], need_weights=w)[0], out[:1]), relative(mixer(changed, need_weights=w)[0][:1], out[:1]))
+        worst = max(
+            worst,
+            relative(mixer(kit.x[:1], need_weights=w)[0], out[:1]),
+            relative(mixer(changed, need_weights=w)[0][:1], out[:1]),
+        )
     return worst <= TOL, f"largest change of sample 0 {worst:.2g} (alone, or beside other samples)"

@@ -18,7 +18,9 @@ def causal_leak(kit: Kit) -> Outcome:
     except AttnexpError as err:
         return True, f"causal refused: {short(err)}"
     s, worst, leaks = kit.size, 0.0, []
-    starts = sorted({round(1 + i * (s.queries - 2) / max(MOVED - 1, 1)) for i in range(MOVED)} & set(range(1, s.queries)))
+    starts = sorted(
+        {round(1 + i * (s.queries - 2) / max(MOVED - 1, 1)) for i in range(MOVED)} & set(range(1, s.queries))
+    )
     for w in (False, True):
         out = mixer(kit.x, need_weights=w)[0]
         for t in starts:
@@ -44,14 +46,26 @@ def padding_invisible(kit: Kit) -> Outcome:
     hidden = ~mask.view(s.batch, s.queries, 1)
     changed = torch.where(hidden, kit.noise(s.batch, s.queries, s.dim), kit.x)
     visible = ~hidden.expand_as(kit.x)
-    worst = max(relative(mixer(changed, mask=mask, need_weights=w)[0][visible], mixer(kit.x, mask=mask, need_weights=w)[0][visible])
-                for w in (False, True))
+    worst = max(
+        relative(
+            mixer(changed, mask=mask, need_weights=w)[0][visible], mixer(kit.x, mask=mask, need_weights=w)[0][visible]
+        )
+        for w in (False, True)
+    )
     measured = "self"
     try:
         cross, mask = kit.build(num_tokens=s.keys, causal=False), kit.padding_mask(s.keys)
         context = torch.where(~mask.view(s.batch, s.keys, 1), kit.noise(s.batch, s.keys, s.dim), kit.context)
-        worst = max(worst, *(relative(cross(kit.x, context=context, mask=mask, need_weights=w)[0],
-                                      cross(kit.x, context=kit.context, mask=mask, need_weights=w)[0]) for w in (False, True)))
+        worst = max(
+            worst,
+            *(
+                relative(
+                    cross(kit.x, context=context, mask=mask, need_weights=w)[0],
+                    cross(kit.x, context=kit.context, mask=mask, need_weights=w)[0],
+                )
+                for w in (False, True)
+            ),
+        )
         measured += " and cross"
     except AttnexpError:
         pass
@@ -77,4 +91,7 @@ def fully_masked_rows(kit: Kit) -> Outcome:
     weights = outs[1][1]
     if weights is not None and weights.dim() == 4:
         largest = max(largest, float(weights[0].abs().max()))
-    return largest == 0.0, f"outputs finite, largest output or weight of a fully masked row {largest:.2g} (0 for a softmax)"
+    return (
+        largest == 0.0,
+        f"outputs finite, largest output or weight of a fully masked row {largest:.2g} (0 for a softmax)",
+    )

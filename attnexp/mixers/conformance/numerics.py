@@ -23,8 +23,15 @@ def gradients(kit: Kit) -> Outcome:
     missing = [n for n, p in params.items() if p.grad is None]
     nonfinite = [n for n, p in params.items() if p.grad is not None and not torch.isfinite(p.grad).all()]
     if missing or nonfinite:
-        return False, "; ".join(filter(None, [f"no gradient: {', '.join(missing)}" if missing else "",
-                                              f"NaN or infinite gradient: {', '.join(nonfinite)}" if nonfinite else ""]))
+        return False, "; ".join(
+            filter(
+                None,
+                [
+                    f"no gradient: {', '.join(missing)}" if missing else "",
+                    f"NaN or infinite gradient: {', '.join(nonfinite)}" if nonfinite else "",
+                ],
+            )
+        )
     norms = {n: float(p.grad.norm()) for n, p in params.items() if p.grad is not None}  # every one (missing: above)
     top = max(norms.values())
     dead: list[str] = []
@@ -56,10 +63,14 @@ def same_seed(kit: Kit) -> Outcome:
     """Two mixers built after the same seed hold the same parameters and give bit-identical outputs, twice."""
     first, second = kit.build(), kit.build()
     states = [m.state_dict() for m in (first, second)]
-    same_params = states[0].keys() == states[1].keys() and all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    same_params = states[0].keys() == states[1].keys() and all(
+        torch.equal(states[0][k], states[1][k]) for k in states[0]
+    )
     outs = [first(kit.x)[0], second(kit.x)[0], first(kit.x)[0]]
     worst = max(float((o - outs[0]).abs().max()) for o in outs[1:])
-    return same_params and worst == 0.0, f"largest difference {worst:.2g}" + ("" if same_params else "; the parameters differ")
+    return same_params and worst == 0.0, f"largest difference {worst:.2g}" + (
+        "" if same_params else "; the parameters differ"
+    )
 
 
 def finite_in_bf16(kit: Kit) -> Outcome:
@@ -89,7 +100,11 @@ def fused_equals_explicit(kit: Kit) -> Outcome:
     for path in paths:
         try:
             worst_out, worst_grad = 0.0, None
-            for request, mask in ((dict(causal=False), None), (dict(causal=True), None), (dict(causal=False), kit.padding_mask(kit.size.queries))):
+            for request, mask in (
+                (dict(causal=False), None),
+                (dict(causal=True), None),
+                (dict(causal=False), kit.padding_mask(kit.size.queries)),
+            ):
                 mixers = [kit.build(path=which, **request) for which in ("explicit", path)]
                 worst_out = max(worst_out, relative(mixers[1](kit.x, mask=mask)[0], mixers[0](kit.x, mask=mask)[0]))
                 grads = [input_gradient(m, kit.x, mask) for m in mixers]

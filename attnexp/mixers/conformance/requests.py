@@ -30,7 +30,9 @@ def mismatched_shapes(kit: Kit) -> Outcome:
     except Exception:
         pass
     total = len(cases) + 1
-    return not computed, f"{total - len(computed)} of {total} refused" + (f"; numbers computed for {', '.join(computed)}" if computed else "")
+    return not computed, f"{total - len(computed)} of {total} refused" + (
+        f"; numbers computed for {', '.join(computed)}" if computed else ""
+    )
 
 
 def contract_options(kit: Kit) -> Outcome:
@@ -39,7 +41,13 @@ def contract_options(kit: Kit) -> Outcome:
     honoured: list[str] = []
     refused: list[str] = []
     wrong: list[str] = []
-    for key, value in (("causal", True), ("heads", 2), ("out_proj", False), ("shared_over_channels", True), ("num_tokens", None)):
+    for key, value in (
+        ("causal", True),
+        ("heads", 2),
+        ("out_proj", False),
+        ("shared_over_channels", True),
+        ("num_tokens", None),
+    ):
         label = f"{key}={value}"
         try:
             mixer = kit.build(**{key: value})
@@ -48,12 +56,18 @@ def contract_options(kit: Kit) -> Outcome:
             continue
         out, weights = mixer(kit.x, need_weights=True)
         heads = getattr(mixer, "heads", None)
-        wrong_heads = key == "heads" and (heads not in (None, 2) or (weights is not None and weights.dim() == 4 and weights.shape[1] != 2))
+        wrong_heads = key == "heads" and (
+            heads not in (None, 2) or (weights is not None and weights.dim() == 4 and weights.shape[1] != 2)
+        )
         (wrong if out.shape != kit.x.shape or wrong_heads else honoured).append(label)
     try:
         kit.build(hedas=2)
         wrong.append("a misspelt option (hedas=2) ignored")
     except (TypeError, AttnexpError):
         pass
-    measured = f"{len(honoured)} honoured" + (f", refused: {', '.join(refused)}" if refused else "") + "; a misspelt option raises"
+    measured = (
+        f"{len(honoured)} honoured"
+        + (f", refused: {', '.join(refused)}" if refused else "")
+        + "; a misspelt option raises"
+    )
     return not wrong, measured if not wrong else f"not honoured: {', '.join(wrong)}"

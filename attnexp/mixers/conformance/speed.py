@@ -43,14 +43,22 @@ class Speed:
 
     def describe(self) -> str:
         time_ratio, memory_ratio = self.mixer.seconds / self.dot.seconds, self.mixer.memory / max(self.dot.memory, 1)
-        return (f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against "
-                f"{milliseconds(self.dot.seconds)}, "
-                f"medians of {self.rounds} alternating rounds), {memory_ratio:.2f}x dot's {self.memory_measure} "
-                f"({megabytes(self.mixer.memory)} against {megabytes(self.dot.memory)})")
+        return (
+            f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against "
+            f"{milliseconds(self.dot.seconds)}, "
+            f"medians of {self.rounds} alternating rounds), {memory_ratio:.2f}x dot's {self.memory_measure} "
+            f"({megabytes(self.mixer.memory)} against {megabytes(self.dot.memory)})"
+        )
 
 
-def compare_with_dot(factory: partial, request: MixerRequest, batch: int, rounds: int = 15,
-                     device: torch.device | None = None, seed: int = 0) -> Speed:
+def compare_with_dot(
+    factory: partial,
+    request: MixerRequest,
+    batch: int,
+    rounds: int = 15,
+    device: torch.device | None = None,
+    seed: int = 0,
+) -> Speed:
     """Forward and backward of the mixer ``factory`` builds for ``request`` and of ``dot`` built for the same request,
     in training mode on the path a run trains with, on random tokens (``batch``, ``request.num_tokens`` or 64,
     ``request.dim``); time in alternating rounds (the order swapped every round, so that a machine getting busier
@@ -129,7 +137,10 @@ def machine(device: torch.device | None = None) -> str:
     model, flags = platform.processor() or platform.machine(), []
     info = Path("/proc/cpuinfo")
     if info.exists():
-        lines = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in info.read_text().splitlines())}
+        lines = {
+            key.strip(): value.strip()
+            for key, _, value in (line.partition(":") for line in info.read_text().splitlines())
+        }
         model, present = lines.get("model name") or model, set(lines.get("flags", "").split())
         flags = [f for f in FLAGS if f in present]
     shown = f" ({', '.join(flags)})" if flags else ""

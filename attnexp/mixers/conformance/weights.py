@@ -29,7 +29,7 @@ def weights_as_declared(kit: Kit) -> Outcome:
     problems = [f"{int((~finite).sum())} NaN or infinite weights"] if not finite.all() else []
     negative = int((w < 0).sum())
     if negative and kind != SIGNED:
-        problems.append(f"{negative} negative weights (weights that may be negative say weight_kind = \"signed\")")
+        problems.append(f'{negative} negative weights (weights that may be negative say weight_kind = "signed")')
     on_masked = float(w.masked_fill(mask, 0.0).nan_to_num(0.0).abs().max())
     if on_masked:
         problems.append(f"weight {on_masked:.2g} on a masked pair")

@@ -39,12 +39,16 @@ INT32_MAX = 2**31 - 1
 def check_eps(eps: object) -> float:
     """``model.eps`` as a float, or an error saying why: the score at distance 0 is 1/eps, a float32."""
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < float("inf"):
-        raise AttnexpError(f"model.eps={eps!r} is not allowed: the euclid score is 1/(distance + eps), so eps must be a "
-                           "positive number (finite) such as 1e-9.")
+        raise AttnexpError(
+            f"model.eps={eps!r} is not allowed: the euclid score is 1/(distance + eps), so eps must be a "
+            "positive number (finite) such as 1e-9."
+        )
     if not (2.0 / eps) ** 2 < FLOAT32_MAX:  # the gradient holds the score squared (base 2 on the fused path: 1.44/eps)
-        raise AttnexpError(f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, and "
-                           f"the gradient holds its square, which must stay inside float32 (largest {FLOAT32_MAX:.3g}): "
-                           f"below eps = {2 / FLOAT32_MAX**0.5:.3g} it would become inf or NaN. Use e.g. model.eps=1e-9.")
+        raise AttnexpError(
+            f"model.eps={eps!r} is too small: the euclid score of a key equal to its query is 1/eps, and "
+            f"the gradient holds its square, which must stay inside float32 (largest {FLOAT32_MAX:.3g}): "
+            f"below eps = {2 / FLOAT32_MAX**0.5:.3g} it would become inf or NaN. Use e.g. model.eps=1e-9."
+        )
     return float(eps)
 
 
@@ -68,8 +72,13 @@ def expansion(q: Tensor, k: Tensor, s2: float, out: Tensor | None = None, plus: 
     return x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)
 
 
-def ramp(length: int, step: int = 1, dtype: torch.dtype = torch.int64, device: torch.device | None = None,
-         shape: tuple[int, ...] = (-1,)) -> Tensor:
+def ramp(
+    length: int,
+    step: int = 1,
+    dtype: torch.dtype = torch.int64,
+    device: torch.device | None = None,
+    shape: tuple[int, ...] = (-1,),
+) -> Tensor:
     """``arange(0, length * step, step).view(shape)``: outside a compiled graph the same tensor every call (a step
     asks for the same small ramps each time), so it costs no operation."""
     if torch.compiler.is_compiling():
@@ -108,8 +117,9 @@ def key_rows(idx: Tensor, keys: int) -> Tensor:
     return (idx + ramp(idx.shape[0], keys, device=idx.device, shape=(-1, 1, 1))).view(-1)
 
 
-def nearest_differences(q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None,
-                        rows: Tensor | None = None) -> Tensor:
+def nearest_differences(
+    q: Tensor, k: Tensor, idx: Tensor, out: Tensor | None = None, rows: Tensor | None = None
+) -> Tensor:
     """``k_j - q_i`` for each query and its keys ``idx``, into ``out`` (N * Lq * K, D) if given; ``rows``: the keys'
     :func:`key_rows`, when known.  # (N, Lq, D), (N, Lk, D), (N, Lq, K) -> (N, Lq, K, D)"""
     rows = key_rows(idx, k.shape[-2]) if rows is None else rows
@@ -124,7 +134,8 @@ def finite_sqrt(x: Tensor) -> Tensor:
 
 def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float, mask: Tensor | None = None) -> Tensor:
     """1 / (||q - k|| * scale + eps) of every query and key row, through autograd (the explicit path), in float32.
-    ``mask`` (True: may attend) keeps blocked keys from being a query's nearest.  # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
+    ``mask`` (True: may attend) keeps blocked keys from being a query's nearest.
+    # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
     *lead, lq, dim = q.shape
     lk = k.shape[-2]
     if lq == 0 or lk == 0:  # zeros that keep the graph, as SDPA's

@@ -32,7 +32,9 @@ class EuclidAttention(MultiHeadAttention):
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         return euclid_score(q, k, self.head_dim**-0.5, self.eps)  # (B, H, Lq, Lk)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
         """As every attention mixer's, with the mask passed to the score: a blocked key is never a query's nearest."""
         if self.path_for(q.device, need_weights) != EXPLICIT:
             return super().attend(q, k, v, mask, need_weights)
@@ -42,4 +44,6 @@ class EuclidAttention(MultiHeadAttention):
         return out, weights if need_weights else None
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
-        return fused_euclid_attention(q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps)  # (B, H, Lq, Dv)
+        return fused_euclid_attention(
+            q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps
+        )  # (B, H, Lq, Dv)

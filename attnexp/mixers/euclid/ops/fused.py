@@ -42,6 +42,7 @@ KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this ma
 LN2 = math.log(2.0)
 FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
 
+
 class Nearest(NamedTuple):
     """Each query's nearest keys with their exact distances, found once in the forward pass."""
 
@@ -53,15 +54,25 @@ class Nearest(NamedTuple):
     diffs: Tensor | None  # (n, c, K, D) k_j - q_i, when kept for the backward pass
 
 
-def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: float, eps: float, folded: bool,
-            diffs_into: Tensor | None) -> Nearest:
+def nearest(
+    q: Tensor,
+    k: Tensor,
+    x: Tensor,
+    allowed_at: Tensor | None,
+    scale: float,
+    eps: float,
+    folded: bool,
+    diffs_into: Tensor | None,
+) -> Nearest:
     """The :data:`NEAREST` nearest keys of each query by the expansion ``x`` (blocked keys at FAR), and their exact
     distances from the differences. ``allowed_at``: a (n|1, c|1, Lk) bool mask of keys that may be attended, or None;
     ``folded``: ``x`` holds eps^2 as well (the floor then too); ``diffs_into``: memory for the differences to keep for
     the backward pass, or None (the thread's workspace, not kept)."""
     idx = nearest_keys(x, min(NEAREST, k.shape[1]), workspace(1, x.shape, x, torch.int32))
     rows = key_rows(idx, k.shape[1])
-    diffs = nearest_differences(q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q) if diffs_into is None else diffs_into, rows)
+    diffs = nearest_differences(
+        q, k, idx, workspace(4, (idx.numel(), q.shape[-1]), q) if diffs_into is None else diffs_into, rows
+    )
     d = torch.linalg.vector_norm(diffs, dim=-1).mul_(scale)  # (n, c, K)
     if allowed_at is None:
         closest, farthest = torch.aminmax(d, dim=-1, keepdim=True)
@@ -70,7 +81,9 @@ def nearest(q: Tensor, k: Tensor, x: Tensor, allowed_at: Tensor | None, scale: f
         farthest = (d * allowed).amax(-1, keepdim=True)
         closest = d.masked_fill(~allowed, math.inf).amin(-1, keepdim=True)
     floor = farthest.add_(eps).square_() if folded else farthest.square_()
-    return Nearest(idx, rows.view(idx.shape), d, floor, closest.add_(eps).reciprocal_(), None if diffs_into is None else diffs)
+    return Nearest(
+        idx, rows.view(idx.shape), d, floor, closest.add_(eps).reciprocal_(), None if diffs_into is None else diffs
+    )
 
 
 def tile_nearest(near: Nearest, g: slice, r: slice, keys: int) -> Nearest:
@@ -90,8 +103,17 @@ class TileForward(NamedTuple):
     near: Nearest
 
 
-def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale: float, eps: float,
-                 kept: tuple[Tensor | None, Tensor | None] | None, with_pw: bool, near: Nearest | None = None) -> TileForward:
+def forward_tile(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    blocked: Tensor | None,
+    scale: float,
+    eps: float,
+    kept: tuple[Tensor | None, Tensor | None] | None,
+    with_pw: bool,
+    near: Nearest | None = None,
+) -> TileForward:
     """The tile's output (n, c, Dv) and what its backward pass needs; ``scale`` and ``eps`` in base 2 (euclid's times
     ln 2, see the module's docstring). q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); ``blocked`` True where a query may not
     attend (broadcast to (n, c, Lk)). ``kept``: memory for ``e`` and ``pw`` kept for the backward pass (None: new),
@@ -122,7 +144,9 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
     out = torch.bmm(e, v) if v.dtype == e.dtype else torch.bmm(e.to(v.dtype), v).float()  # v's precision: see below
     out.div_(s)
     pw = None
-    if with_pw:  # e * z^2 / d, 0 where d = 0: z^3 where the score is 1/sqrt(d^2 + eps^2) (eps^2 < 1e-16: below rounding)
+    if (
+        with_pw
+    ):  # e * z^2 / d, 0 where d = 0: z^3 where the score is 1/sqrt(d^2 + eps^2) (eps^2 < 1e-16: below rounding)
         if folded:
             pw = torch.pow(z, 3, out=into_pw).mul_(e)
             w_near = z_near.square().div_(near.d).nan_to_num_(nan=math.nan, posinf=0.0)
@@ -132,9 +156,18 @@ def forward_tile(q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, scale:
     return TileForward(out, e, s, pw, near)
 
 
-def backward_tile(q: Tensor, k: Tensor, v: Tensor, tile: TileForward, dout: Tensor, scale: float,
-                  dq: Tensor | None = None, dk: Tensor | None = None, dv: Tensor | None = None,
-                  first: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+def backward_tile(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    tile: TileForward,
+    dout: Tensor,
+    scale: float,
+    dq: Tensor | None = None,
+    dk: Tensor | None = None,
+    dv: Tensor | None = None,
+    first: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
     """Gradients of one tile: ``dq`` (n, c, D), and ``dk``, ``dv`` (n, Lk, *) written when ``first`` (the group's first
     tile), else added to; into the given tensors, or new ones where None. ``dout`` is the tile's output gradient
     divided by the row sums; ``scale`` in base 2, as the forward pass's."""
@@ -171,7 +204,9 @@ class FusedEuclid(torch.autograd.Function):
     not attend, or None. A query with nothing to attend to gives zeros."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, heads: int, scale: float, eps: float) -> Tensor:
+    def forward(
+        ctx, q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, heads: int, scale: float, eps: float
+    ) -> Tensor:
         n, lq, lk = len(q), q.shape[1], k.shape[1]
         ctx.empty = lq == 0 or lk == 0
         if ctx.empty:  # no query, or nothing to attend to: zeros, as SDPA gives (and zero gradients)
@@ -180,8 +215,14 @@ class FusedEuclid(torch.autograd.Function):
         keep = n * lq * lk <= KEEP_SCORES
         if keep:
             grads = any(ctx.needs_input_grad[:3])
-            kept = kept_memory(ctx, q, (n, lq, lk), (n, lq, lk), (n * lq * min(NEAREST, lk), q.shape[-1])) if grads else None
-            tile = forward_tile(q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads)
+            kept = (
+                kept_memory(ctx, q, (n, lq, lk), (n, lq, lk), (n * lq * min(NEAREST, lk), q.shape[-1]))
+                if grads
+                else None
+            )
+            tile = forward_tile(
+                q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads
+            )
             out, s, near, parts = tile.out, tile.s, tile.near, None
         else:
             parts = tiles(n, lq, lk, q.device)
@@ -203,17 +244,29 @@ class FusedEuclid(torch.autograd.Function):
         q, k, v, out, s, blocked, *saved = ctx.saved_tensors
         near, (e, pw) = Nearest(*saved[:6]), saved[6:]
         with float32_math(dout.device.type):
-            dout = torch.div(as_float(dout), s, out=workspace(6, dout.shape, dout))  # (N, Lq, Dv); float32 under autocast
+            dout = torch.div(
+                as_float(dout), s, out=workspace(6, dout.shape, dout)
+            )  # (N, Lq, Dv); float32 under autocast
             if ctx.parts is None:
                 dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, near), dout, ctx.scale)
                 return dq, dk, like(dv, v), None, None, None, None
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v, dtype=torch.float32)
             done: set[int] = set()
             for g, r in ctx.parts:
-                tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, ctx.heads, g, r), ctx.scale, ctx.eps,
-                                    None, True, tile_nearest(near, g, r, k.shape[1]))
-                backward_tile(q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g],
-                              first=g.start not in done)
+                tile = forward_tile(
+                    q[g, r],
+                    k[g],
+                    v[g],
+                    blocked_tile(blocked, ctx.heads, g, r),
+                    ctx.scale,
+                    ctx.eps,
+                    None,
+                    True,
+                    tile_nearest(near, g, r, k.shape[1]),
+                )
+                backward_tile(
+                    q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g], first=g.start not in done
+                )
                 done.add(g.start)
         return dq, dk, like(dv, v), None, None, None, None
 
@@ -227,8 +280,8 @@ EAGER_APPLY = torch.compiler.disable(FusedEuclid.apply)
 def fused_euclid_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, eps: float) -> Tensor:
     """Euclid attention for (B, H, L, D) inputs through :class:`FusedEuclid`. Distances, scores and their gradients are
     float32 (the score 1/distance magnifies their rounding); under autocast the weighted sum of the values and the
-    values' gradient take the weights and the values in the autocast precision, as dot attention's does. ``mask`` broadcasts to (B, H, Lq, Lk),
-    True = may attend.  # (B, H, Lq, Dv)"""
+    values' gradient take the weights and the values in the autocast precision, as dot attention's does. ``mask``
+    broadcasts to (B, H, Lq, Lk), True = may attend.  # (B, H, Lq, Dv)"""
     b, h, lq, _ = q.shape
     device = q.device.type
     low = torch.get_autocast_dtype(device) if autocast_on(device) else torch.float32

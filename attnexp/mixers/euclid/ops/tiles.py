@@ -16,8 +16,11 @@ def tiles(groups: int, queries: int, keys: int, device: torch.device) -> list[tu
     budget = CPU_TILE_SCORES if device.type == "cpu" else GPU_TILE_SCORES
     rows = max(1, min(queries, budget // max(keys, 1)))
     per = max(1, min(groups, budget // (rows * max(keys, 1)))) if rows == queries else 1
-    return [(slice(g, min(g + per, groups)), slice(r, min(r + rows, queries)))
-            for g in range(0, groups, per) for r in range(0, queries, rows)]
+    return [
+        (slice(g, min(g + per, groups)), slice(r, min(r + rows, queries)))
+        for g in range(0, groups, per)
+        for r in range(0, queries, rows)
+    ]
 
 
 def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tensor | None:
