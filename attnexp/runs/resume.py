@@ -19,8 +19,10 @@ SHOWN = 3  # nearest earlier runs named when none matches
 
 
 def comparable_overrides(overrides: Iterable[Any]) -> list[str]:
-    """A command line's overrides as a resume compares them: those that can change the method, sorted."""
-    return sorted(str(o) for o in overrides if not left_out(str(o).lstrip("+~").split("=", 1)[0], NOT_METHOD))
+    """A command line's overrides as a resume compares them: those that can change the method, sorted (Hydra's own,
+    such as ``hydra/launcher=basic``, are not the run's: a sweep's ``multirun.yaml`` keeps them apart)."""
+    keys = ((str(o), str(o).lstrip("+~").split("=", 1)[0]) for o in overrides)
+    return sorted(o for o, key in keys if not key.startswith(("hydra.", "hydra/")) and not left_out(key, NOT_METHOD))
 
 
 def recorded_settings(record: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ import sys
 import time
 
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import run_dirname
+from attnexp.runs.folders import resumed_folder, run_dirname
 
 
 def test_a_single_run_is_named_by_its_other_overrides_shortened_as_sweep_jobs_are():
@@ -20,6 +20,21 @@ def test_a_single_run_is_named_by_its_other_overrides_shortened_as_sweep_jobs_ar
     long = "+note=" + "x" * 300
     assert run_dirname(long) == run_dirname(long) != run_dirname(long + "y")  # resume=true finds it again
     assert len(run_dirname(long)) == 13 and "x" not in run_dirname(long)
+
+
+def test_resume_finds_the_sweep_of_the_same_command_whatever_its_hydra_overrides(tmp_path):
+    """A sweep's multirun.yaml keeps Hydra's own overrides (launcher, jobs) apart from the task's: the command line's
+    are compared without them, and the seeds, as the record's."""
+    from omegaconf import OmegaConf
+
+    sweep = tmp_path / "multirun" / "day" / "time"
+    sweep.mkdir(parents=True)
+    task = ["seed=3,4", "net.dim=16"]
+    OmegaConf.save({"hydra": {"overrides": {"hydra": ["hydra/launcher=basic"], "task": task}}}, sweep / "multirun.yaml")
+    cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}})
+    command = ["hydra/launcher=basic", "hydra.launcher.n_jobs=2", "seed=0,1", "net.dim=16", "resume=true"]
+    assert resumed_folder(cfg, command, sweep=True) == str(sweep)
+    assert resumed_folder(cfg, ["hydra/launcher=basic", "net.dim=32", "resume=true"], sweep=True) is None
 
 
 def test_a_record_left_running_by_a_process_that_is_gone_reads_abandoned(tmp_path):
