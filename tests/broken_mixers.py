@@ -79,6 +79,14 @@ class FusedDisagrees(DotAttention):
         )
 
 
+class ExplicitPathDetached(DotAttention):
+    """The explicit formula's output is cut from the graph: its input gets no gradient where the fused path's does."""
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool):
+        out, weights = super().attend(q, k, v, mask, need_weights)
+        return (out.detach() if self.path_for(q.device, need_weights) == "explicit" else out), weights
+
+
 class MixesTheBatch(DotAttention):
     """Adds the batch's mean to every sample: a sample's output depends on the others in its batch."""
 

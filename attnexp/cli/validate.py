@@ -53,14 +53,15 @@ def check_config(cfg: DictConfig) -> None:
 
 
 def _check_arguments(prefix: str, node: DictConfig) -> None:
-    for key in map(str, node):
-        if OmegaConf.is_interpolation(node, key):  # another group's node (net.mixer is the model): checked there
+    for key in node:  # a key may be an int (``+data.w={0:1.0}``): looked up as it is, named as a string
+        name = str(key)
+        if OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]  # another group's node: checked there
             continue
         value = node[key]
         if isinstance(value, DictConfig):
-            _check_arguments(f"{prefix}.{key}", value)
-        elif key in RULES:
-            check_value(f"{prefix}.{key}", value, RULES[key])
+            _check_arguments(f"{prefix}.{name}", value)
+        elif name in RULES:
+            check_value(f"{prefix}.{name}", value, RULES[name])
 
 
 def quote_path(argument: str, keys: tuple[str, ...]) -> str:

@@ -53,6 +53,17 @@ def test_a_mixers_options_are_its_own_not_a_table_keyed_by_name(tmp_path):
     check_config(cfg)  # nothing refused: the mixer checks its options when it is built
 
 
+def test_an_argument_with_integer_keys_is_checked_not_crashed_on(tmp_path):
+    """``+data.weights={0:1.0,1:2.0}`` gives a node with int keys: the rules look them up as they are."""
+    cfg = compose_cfg(["+data.weights={0:1.0,1:2.0}"], tmp_path)
+    assert list(cfg.data.weights) == [0, 1]
+    check_config(cfg)
+    with open_dict(cfg):
+        cfg.data.batch_size = 0
+    with pytest.raises(AttnexpError, match="batch_size"):
+        check_config(cfg)
+
+
 class OutsideMixer(torch.nn.Module):
     """A mixer of another package that follows the call contract without the package's base classes."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -108,8 +110,8 @@ def fused_equals_explicit(kit: Kit) -> Outcome:
                 mixers = [kit.build(path=which, **request) for which in ("explicit", path)]
                 worst_out = max(worst_out, relative(mixers[1](kit.x, mask=mask)[0], mixers[0](kit.x, mask=mask)[0]))
                 grads = [input_gradient(m, kit.x, mask) for m in mixers]
-                if grads[1] is not None and grads[0] is not None:
-                    worst_grad = max(worst_grad or 0.0, relative(grads[1], grads[0]))
+                if grads[1] is not None:  # a fused gradient where the formula gives none is as wrong as can be
+                    worst_grad = max(worst_grad or 0.0, math.inf if grads[0] is None else relative(grads[1], grads[0]))
         except (AttnexpError, RuntimeError, NotImplementedError) as err:
             parts.append(f"{path}: not run here ({short(err)})")
             continue
