@@ -18,6 +18,10 @@ from attnexp.callbacks.tensorboard_hparams import CURATED
 LRS = ("0.001", "0.01")
 
 
+# under pytest -n: the module's tests on one worker, which builds its runs once
+pytestmark = pytest.mark.xdist_group("comparison")
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     from helpers import run_cli

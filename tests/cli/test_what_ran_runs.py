@@ -49,6 +49,10 @@ def configs(summary_csv: Path) -> dict[str, int]:
     return {r["config"]: int(r["n"]) for r in csv.DictReader(summary_csv.open()) if r["table"] == "all"}
 
 
+# under pytest -n: the module's tests on one worker, which builds its runs once
+pytestmark = pytest.mark.xdist_group("what_ran")
+
+
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
     """Four sweeps in a folder of one's own: dot and a mixer of one's own; that mixer with its source edited; with
