@@ -115,7 +115,7 @@ def main() -> None:
     py = sys.executable
     if "tests" not in args.skip:
         run(
-            [py, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"], report, "pytest -m gpu", 220
+            [py, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"], report, "pytest -m gpu", 300
         )
     attention = {}
     if "attention" not in args.skip:
