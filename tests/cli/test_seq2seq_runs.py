@@ -72,20 +72,26 @@ def test_bad_pairs_file_and_mlp_stop_before_training(cli, tmp_path):
     assert proc.returncode == 2 and "mlp token mixer cannot predict next tokens" in proc.stderr, proc.stderr[-2000:]
 
 
+# dot, seeded, 4 short epochs of 4,000 examples: the budget of the runs that must learn
+LEARNT = [
+    "model=dot",
+    "data.train_size=4000",
+    "data.val_size=300",
+    "data.test_size=300",
+    "trainer.max_epochs=4",
+    "net.dim=32",
+    "net.dropout=0.0",
+    "seed=1",
+    "threads=1",
+    *QUIET,
+]
+
+
 def test_dates_are_learnt(cli):
     """dot, seeded, 4 short epochs: well above chance (exact match of a random date: 1 in 36,525)."""
     root, _ = cli(
         "data=dates",
-        "model=dot",
-        "data.train_size=4000",
-        "data.val_size=300",
-        "data.test_size=300",
-        "trainer.max_epochs=4",
-        "net.dim=32",
-        "net.dropout=0.0",
-        "seed=1",
-        "threads=1",
-        *QUIET,
+        *LEARNT,
         env=ONE_THREAD,
     )
     metrics = read_metrics(run_dirs(root / "outputs")[0])
@@ -99,16 +105,7 @@ def test_digit_captions_are_learnt_and_predicted_from_an_image(cli, tmp_path):
     root, _ = cli(
         "data=captions",
         "data.images=digits",
-        "model=dot",
-        "data.train_size=4000",
-        "data.val_size=300",
-        "data.test_size=300",
-        "trainer.max_epochs=4",
-        "net.dim=32",
-        "net.dropout=0.0",
-        "seed=1",
-        "threads=1",
-        *QUIET,
+        *LEARNT,
         env=ONE_THREAD,
     )
     (run,) = run_dirs(root / "outputs")
