@@ -173,18 +173,19 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
     return cfg
 
 
+def is_sweep(args: Sequence[str], cfg: Any) -> bool:
+    """Whether the command line runs a sweep: ``--multirun`` (``-m``), or ``hydra.mode: MULTIRUN`` in the config, which
+    ``--cfg`` and ``--info`` do not follow."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    return bool(flags & {"-m", "--multirun"}) or (configured and not flags & {"-c", "--cfg", "-i", "--info"})
+
+
 def check_sweep_mode(args: Sequence[str], parsed: Sequence[Any], cfg: Any) -> None:
     """Several values of a key (``model=dot,euclid``) make a sweep: without ``--multirun`` (or ``hydra.mode:
-    MULTIRUN``, which ``--cfg`` and ``--info`` do not follow), say so."""
+    MULTIRUN``), say so."""
     swept = [o.input_line for o in parsed if o.is_sweep_override()]
-    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN" and not flags & {
-        "-c",
-        "--cfg",
-        "-i",
-        "--info",
-    }
-    if not swept or flags & {"-m", "--multirun"} or configured:
+    if not swept or is_sweep(args, cfg):
         return
     raise AttnexpError(
         f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to "
