@@ -13,6 +13,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from attnexp.cli.cores import sweep_jobs
+from attnexp.cli.typos import sweep_values
 from attnexp.runs.folders import job_dirname
 
 log = logging.getLogger("attnexp")
@@ -52,17 +53,10 @@ def check_distinct_folders(config: DictConfig, exclude: list[str]) -> int | None
         return None
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(list(config.hydra.overrides.task))
-    try:  # the basic sweeper's jobs: every combination of the values, in order
-        values = [
-            [
-                f"{o.get_key_element()}={v}"
-                for v in (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])
-            ]
-            for o in parsed
-        ]
-    except Exception:  # a range or glob only the sweeper expands: not checked here
+    values = [[f"{o.get_key_element()}={v}" for v in sweep_values(o)] for o in parsed]
+    if not all(values):  # a range or glob only the sweeper expands: not checked here
         return None
-    jobs = list(itertools.product(*values))
+    jobs = list(itertools.product(*values))  # the basic sweeper's jobs: every combination of the values, in order
     folders: dict[str, list[int]] = defaultdict(list)
     for num, job in enumerate(jobs):
         named = sorted(str(o.input_line) for o in parser.parse_overrides(list(job)) if o.key_or_group not in exclude)
