@@ -13,38 +13,13 @@ from omegaconf import OmegaConf
 
 from attnexp.errors import AttnexpError
 
+# Hydra's flags that name another config or do not compose one: Hydra alone reads such a command line
+CONFIG_FLAGS = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "--experimental-rerun"}
+NOT_COMPOSED = {*CONFIG_FLAGS, "-h", "--help", "--hydra-help", "--version", "--shell-completion", "-sc"}
 # Hydra's flags that take a value (``--cfg job``); any other argument without '=' is no override
-FLAGS_WITH_VALUE = {
-    "-c",
-    "--cfg",
-    "-p",
-    "--package",
-    "-cn",
-    "--config-name",
-    "-cp",
-    "--config-path",
-    "-cd",
-    "--config-dir",
-    "--experimental-rerun",
-    "--shell-completion",
-}
+FLAGS_WITH_VALUE = {*CONFIG_FLAGS, "-c", "--cfg", "-p", "--package", "--shell-completion"}
 TYPO = 0.9  # a key this near to one of the config's (difflib's ratio) is a typo of it, not a new argument
 INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
-NOT_COMPOSED = {
-    "-cn",
-    "--config-name",
-    "-cp",
-    "--config-path",
-    "-cd",
-    "--config-dir",
-    "-h",
-    "--help",
-    "--hydra-help",
-    "--version",
-    "--shell-completion",
-    "-sc",
-    "--experimental-rerun",
-}
 
 
 def overrides_and_words(args: Sequence[str]) -> tuple[list[str], list[str]]:
