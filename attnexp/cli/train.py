@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import stop_request
-from attnexp.cli import failures, report, search_path
+from attnexp.cli import console, failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.typos import check_composition, check_words, is_sweep, overrides_and_words
@@ -97,7 +97,6 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from attnexp.callbacks.checkpoints import checkpoint_to_train_from
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.callbacks.record import RecordKeeper
-    from attnexp.cli import console
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
 
     console.configure(multirun)
@@ -239,24 +238,14 @@ def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
     return [quote_path(f"{key}={found}", (key,))] if found else []
 
 
-def quietly(check: Any, *args: Any) -> Any:
-    """Run ``check`` without the warnings composing logs (the run that follows logs them once)."""
-    logger = logging.getLogger("attnexp")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        return check(*args)
-    finally:
-        logger.setLevel(level)
-
-
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
         check_words(args)
         check_override_syntax(args)
-        cfg = quietly(check_composition, args, CONFIG_DIR)
+        with console.quiet(logging.ERROR, "attnexp"):  # the warnings composing logs: the run that follows logs them
+            cfg = check_composition(args, CONFIG_DIR)
         if cfg is not None:
             args += folder_overrides(cfg, args)
     except AttnexpError as err:
