@@ -4,7 +4,7 @@ which leaves a checkpoint and a record that say so, and a sweep job that has not
 
 Where :class:`StopOnSignal` says ``at_once``, a second signal stops at once (a single run's second Ctrl-C, a
 sweep's main process). A sweep's parallel jobs never stop at once: one Ctrl-C reaches them twice (from the
-terminal and forwarded by the sweep, :mod:`attnexp.cli.sweep_signals`), and they wait for their batch boundary.
+terminal and forwarded by the sweep, :mod:`attnexp.cli.sweep`), and they wait for their batch boundary.
 """
 
 from __future__ import annotations

@@ -97,10 +97,10 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
         raise DamagedCheckpoint(f"{err}{hint}") from err
 
 
-def check_checkpoint(path: str | Path, model: nn.Module, what: str = "") -> None:
-    """Raise :class:`AttnexpError` if ``path`` is missing, unreadable, or made for another model."""
-    path = Path(path)
-    state = read_checkpoint(path, what or f"ckpt_path={path}")["state_dict"]
+def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
+    """Raise :class:`AttnexpError` if ``path`` (``what``: how the user named it) is missing, unreadable, or made for
+    another model."""
+    state = read_checkpoint(path, what)["state_dict"]
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -120,7 +120,7 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str = "") -> None
             if items
         )
         raise AttnexpError(
-            f"{what or f'ckpt_path={path}'} was written by a different "
+            f"{what} was written by a different "
             f"mixer or network ({details}). Use the same model, net and "
             "data settings as the run that wrote it (its .hydra/config.yaml lists them)."
         )

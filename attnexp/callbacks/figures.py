@@ -21,21 +21,21 @@ class Figures(pl.Callback):
     """Logs the figures of the module's task (:meth:`attnexp.tasks.Task.figures`) once, when fit ends."""
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        writers = figure_writers(trainer)
+        if not trainer.is_global_zero:
+            return
+        experiments = (getattr(lg, "experiment", None) for lg in trainer.loggers)
+        writers: list[Any] = [w for w in experiments if hasattr(w, "add_figure")]  # TensorBoard's take figures
         if not writers:
             return
+        import matplotlib.pyplot as plt
+
         figures = pl_module.task.figures(
             functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None)
         )
-        write_figures(writers, figures, trainer.current_epoch)  # the last epoch trained (from 1): the curves' x axis
-
-
-def figure_writers(trainer: pl.Trainer) -> list:
-    """The loggers' writers that take matplotlib figures (TensorBoard); none off rank zero."""
-    if not trainer.is_global_zero:
-        return []
-    writers = [getattr(lg, "experiment", None) for lg in trainer.loggers]
-    return [w for w in writers if hasattr(w, "add_figure")]
+        for tag, fig in figures.items():
+            for writer in writers:  # at the last epoch trained (from 1): the curves' x axis
+                writer.add_figure(tag, fig, global_step=trainer.current_epoch)
+            plt.close(fig)
 
 
 def forward_with_weights(pl_module: Any, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
@@ -62,13 +62,3 @@ def note_missing_weights(pl_module: Any, maps: list[Tensor | None]) -> None:
         f"{', '.join(mixers)} returns no attention weights (forward(..., need_weights=True) gave None): no attention "
         "telemetry and no attention figures for this run."
     )
-
-
-def write_figures(writers: list, figures: dict, step: int) -> None:
-    """Add every figure under its tag to every writer, then free it."""
-    import matplotlib.pyplot as plt
-
-    for tag, fig in figures.items():
-        for writer in writers:
-            writer.add_figure(tag, fig, global_step=step)
-        plt.close(fig)

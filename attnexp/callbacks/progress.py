@@ -46,15 +46,10 @@ class EpochLines(pl.Callback):
         self.validated = self.validated or not trainer.sanity_checking
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        if trainer.current_epoch > self.first:
-            self.report(trainer, pl_module, trainer.current_epoch)
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        if trainer.current_epoch > self.first:
-            self.report(trainer, pl_module, trainer.current_epoch)
-
-    def report(self, trainer: pl.Trainer, pl_module: Any, epoch: int) -> None:
-        metrics, monitor = trainer.callback_metrics, pl_module.task.monitor
+        """The line of the epoch that has just ended (the last one: when training ends)."""
+        if trainer.current_epoch <= self.first:
+            return
+        epoch, metrics, monitor = trainer.current_epoch, trainer.callback_metrics, pl_module.task.monitor
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         parts = [f"{key} {float(metrics[key]):.{DIGITS}f}" for key in ("train/loss",) if key in metrics]
         if self.validated and monitor in metrics:
@@ -65,3 +60,5 @@ class EpochLines(pl.Callback):
             )
         self.validated = False
         log.info(f"epoch {epoch}{total}: {', '.join(parts) or 'no metrics'}")
+
+    on_train_end = on_train_epoch_start

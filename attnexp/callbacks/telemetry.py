@@ -26,9 +26,7 @@ class AttentionTelemetry(pl.Callback):
         if trainer.sanity_checking or datamodule is None:
             return
         devices = [pl_module.device] if pl_module.device.type == "cuda" else []
-        with torch.random.fork_rng(
-            devices=devices
-        ):  # a loader's iterator draws a seed: training's draws stay as they were
+        with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's stay as they were
             x = next(iter(datamodule.val_dataloader()))[0][: self.samples]
         mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
         recorders = [CallRecorder(m) for m in mixers]

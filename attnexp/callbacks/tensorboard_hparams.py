@@ -114,9 +114,8 @@ class TensorBoardHParams(pl.Callback):
         self.hparams: dict[str, Any] = {}
         self.started = False
 
-    def _writers(self, trainer: pl.Trainer) -> list[Any]:
-        loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)] if trainer.is_global_zero else []
-        return [lg.experiment for lg in loggers]
+    def _loggers(self, trainer: pl.Trainer) -> list[TensorBoardLogger]:
+        return [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)] if trainer.is_global_zero else []
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if self.record is None:
@@ -124,10 +123,9 @@ class TensorBoardHParams(pl.Callback):
         self.hparams = curated_hparams(self.record, pl_module)
         shown = {key: self.record.fields.get(key) for key in WHAT_RAN}
         text = "".join(f"    {line}\n" for line in yaml.safe_dump(shown, sort_keys=False).splitlines())
-        for logger in trainer.loggers if trainer.is_global_zero else []:
-            if isinstance(logger, TensorBoardLogger):
-                logger.log_hyperparams(self.hparams)  # hparams.yaml (no HParams summary: default_hp_metric is off)
-                logger.experiment.add_text("config", text, global_step=0)
+        for logger in self._loggers(trainer):
+            logger.log_hyperparams(self.hparams)  # hparams.yaml (no HParams summary: default_hp_metric is off)
+            logger.experiment.add_text("config", text, global_step=0)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if not trainer.sanity_checking:
@@ -146,13 +144,13 @@ class TensorBoardHParams(pl.Callback):
             return
         self.started = True
         summaries = experiment(self.hparams, metric_tags(pl_module, trainer.callback_metrics))
-        for writer in self._writers(trainer):
+        for writer in (lg.experiment for lg in self._loggers(trainer)):
             for summary in summaries:
                 writer.file_writer.add_summary(summary)
             writer.flush()
 
     def _end(self, trainer: pl.Trainer) -> None:
         if self.started:
-            for writer in self._writers(trainer):
+            for writer in (lg.experiment for lg in self._loggers(trainer)):
                 writer.file_writer.add_summary(hparams({}, {})[2])  # the session's end, successful
                 writer.flush()

@@ -6,9 +6,11 @@ one result line. Log lines never break a progress bar."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 QUIET_IN_SWEEPS = (
@@ -23,7 +25,7 @@ LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings"
 RANK_ZERO = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
 # Logs "Received SIGTERM" from inside its signal handler: a signal that lands while a handler is writing to the same
 # file or stream makes that write reentrant, and logging prints a "Logging error" traceback. Our own stop message
-# says the same thing from outside the handler (attnexp.callbacks.interrupt, attnexp.cli.sweep_signals).
+# says the same thing from outside the handler (attnexp.callbacks.interrupt, attnexp.cli.sweep).
 IN_SIGNAL_HANDLER = "pytorch_lightning.trainer.connectors.signal_connector"
 
 
@@ -64,6 +66,19 @@ class BarSafeStream:
 
     def flush(self) -> None:
         self.stream.flush()
+
+
+@contextlib.contextmanager
+def quiet(level: int, *names: str) -> Iterator[None]:
+    """The loggers ``names`` at ``level`` for the time of a block, then at their own levels again."""
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, was in levels.items():
+            logging.getLogger(name).setLevel(was)
 
 
 def show_warning(

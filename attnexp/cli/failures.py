@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import report
@@ -21,10 +20,6 @@ from attnexp.errors import OutOfMemory, explain, is_bad_input, root_cause
 from attnexp.runs import metrics_file, refusals
 from attnexp.runs.folders import FolderTaken, short
 from attnexp.runs.record import RunRecord
-
-
-def multirun() -> bool:
-    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def sweep_dir() -> Path:
@@ -57,7 +52,8 @@ def record_failure(cfg: DictConfig, err: BaseException, record: RunRecord) -> tu
         status = metrics_file.DIVERGED
     ours = record.ours() and not isinstance(root_cause(err), FolderTaken)
     if status == metrics_file.BAD_INPUT and record.fresh and ours:
-        if multirun():
+        in_sweep = report.is_multirun()
+        if in_sweep:
             folder, sweep = record.folder.absolute(), sweep_dir().absolute()
             folder = folder.relative_to(sweep) if folder.is_relative_to(sweep) else folder
             refusals.note(
@@ -71,9 +67,7 @@ def record_failure(cfg: DictConfig, err: BaseException, record: RunRecord) -> tu
                     "error": error,
                 },
             )
-        refusals.discard(
-            record.folder, set(record.held), sweep_dir() if multirun() else Path(cfg.paths.log_dir) / "runs"
-        )
+        refusals.discard(record.folder, set(record.held), sweep_dir() if in_sweep else Path(cfg.paths.log_dir) / "runs")
         return status, False
     if ours:
         record.write(**{**found, "status": status, "error": error})

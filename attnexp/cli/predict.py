@@ -131,11 +131,10 @@ def predict(cfg: DictConfig) -> str:
     given = {key: cfg.get(key) for key in ("prompt", "source", "image") if cfg.get(key) is not None}
     wanted = "prompt" if "vocab" in state else "source" if "src_vocab" in state else "image"
     if list(given) != [wanted]:
-        kind = {"prompt": "a next-token run", "source": "a translation run", "image": "a captioning run"}[wanted]
-        example = {
-            "prompt": "'prompt=\"[bos] el perro\"'",
-            "source": "'source=\"3 de marzo de 2021\"'",
-            "image": "image=digits.png",
+        kind, example = {
+            "prompt": ("a next-token run", "'prompt=\"[bos] el perro\"'"),
+            "source": ("a translation run", "'source=\"3 de marzo de 2021\"'"),
+            "image": ("a captioning run", "image=digits.png"),
         }[wanted]
         raise AttnexpError(
             f"run={cfg.run} is {kind}: give {wanted}= and nothing else of prompt=, source=, image= "

@@ -26,6 +26,11 @@ LABELS = {
 DIGITS = 4
 
 
+def is_multirun() -> bool:
+    """Whether this process runs a sweep's job (Hydra's multirun)."""
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def job_name() -> str:
     """A sweep job's number and its varying overrides: ``#3 (model=euclid,seed=1)``."""
     job = HydraConfig.get().job
@@ -75,7 +80,7 @@ def failure(status: str, err: BaseException, kept: bool = True, log_file: Path |
     """The one paragraph of a run that stopped; in a sweep it names the job. A run refused for bad input in a folder
     made for it leaves none (``kept`` False), and says so; ``log_file``: where its traceback is."""
     reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
-    job = f" in job {job_name()}" if HydraConfig.get().mode == RunMode.MULTIRUN else ""
+    job = f" in job {job_name()}" if is_multirun() else ""
     removed = "" if kept else " Its run folder was removed: nothing of this run is kept."
     traceback = f" The traceback is in {shown(log_file)}." if log_file and kept else ""
     return f"{LABELS[status]}{job}: {reason}{removed}{traceback}"

@@ -38,9 +38,10 @@ def config_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "configs"
 
 
-def working_configs() -> Path | None:
-    """The working directory's ``configs/`` folder, unless it is attnexp's own (a run from the repository)."""
-    folder = Path.cwd() / "configs"
+def working_configs(cwd: Path | None = None) -> Path | None:
+    """The ``configs/`` folder of the working directory (``cwd``, else this process's), unless it is attnexp's own (a
+    run from the repository)."""
+    folder = (cwd or Path.cwd()) / "configs"
     return folder.resolve() if folder.is_dir() and folder.resolve() != config_dir().resolve() else None
 
 
@@ -61,21 +62,16 @@ def hidden_options(folder: Path) -> list[str]:
     )
 
 
-def import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
-    """The folders whose modules a user's configs name: each that holds a user's ``configs/`` folder on the search path
+def add_import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
+    """Make the folders whose modules a user's configs name importable, after every other entry of ``sys.path`` (so
+    they shadow no installed module), and return them: each that holds a user's ``configs/`` folder on the search path
     (``searchpath``: ``hydra.searchpath``'s ``file://`` entries) or in the working directory (``run_cwd``: a finished
     run's, else this process's)."""
     folders = [Path(p.removeprefix("file://")).resolve().parent for p in searchpath if str(p).startswith("file://")]
     cwd = Path(run_cwd) if run_cwd else Path.cwd()
-    if (cwd / "configs").is_dir() and (cwd / "configs").resolve() != config_dir().resolve():
+    if working_configs(cwd):
         folders.insert(0, cwd.resolve())
-    return list(dict.fromkeys(folders))
-
-
-def add_import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = None) -> list[Path]:
-    """Make the user's folders importable (after every other entry of ``sys.path``, so they shadow no installed
-    module); return them."""
-    folders = import_folders(searchpath, run_cwd)
+    folders = list(dict.fromkeys(folders))
     sys.path.extend(str(f) for f in folders if str(f) not in sys.path)
     return folders
 

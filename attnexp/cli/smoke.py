@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attnexp.cli import failures
+from attnexp.cli import console, failures
 from attnexp.errors import explain, is_bad_input
 from attnexp.mixers.conformance import Result
 from attnexp.runs import metrics_file
@@ -36,7 +36,8 @@ def smoke_run(cfg: DictConfig) -> Result:
         run = smoke_config(cfg, folder)
         start = time.perf_counter()
         try:
-            with quiet():
+            with warnings.catch_warnings(), console.quiet(logging.CRITICAL, *LIBRARY_LOGGERS, "attnexp"):
+                warnings.simplefilter("ignore")  # the run's own lines, Lightning's messages and warnings: not the kit's
                 train(run)
         except Exception as err:
             explained = failures.explained(cfg, err, meta_parameter_count)
@@ -98,20 +99,3 @@ def figure_tags(folder: Path) -> set[str]:
                 if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image")
             )
     return tags
-
-
-class quiet:
-    """The run's own lines, Lightning's messages and warnings kept off the kit's output."""
-
-    def __enter__(self) -> None:
-        self.warnings = warnings.catch_warnings()
-        self.warnings.__enter__()
-        warnings.simplefilter("ignore")
-        self.levels = {name: logging.getLogger(name).level for name in (*LIBRARY_LOGGERS, "attnexp")}
-        for name in self.levels:
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-
-    def __exit__(self, *exc: Any) -> None:
-        for name, level in self.levels.items():
-            logging.getLogger(name).setLevel(level)
-        self.warnings.__exit__(*exc)

@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli.search_path import add_import_folders
+from attnexp.cli.typos import sweep_values
 from attnexp.errors import AttnexpError
 
 log = logging.getLogger("attnexp")
@@ -125,11 +126,7 @@ def job_configs(config: DictConfig, config_name: str) -> Iterator[DictConfig]:
         key = override.get_key_element().lstrip("+~")
         if not override.is_sweep_override() or not (key in groups or key.endswith("_target_")):
             continue
-        try:
-            values = list(override.sweep_string_iterator())
-        except Exception:  # a sweep Hydra expands later (glob, interval): its jobs check themselves
-            continue
-        for value in values:
+        for value in sweep_values(override):  # none for a sweep Hydra expands later: its jobs check themselves
             yield compose(config_name, overrides=[*fixed, f"{key}={value}"], return_hydra_config=True)
 
 

@@ -15,14 +15,13 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import stop_request
-from attnexp.cli import failures, report, search_path
+from attnexp.cli import console, failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
 from attnexp.cli.fast_exit import run_then_exit
-from attnexp.cli.typos import check_composition, check_words, overrides_and_words
+from attnexp.cli.typos import check_composition, check_words, is_sweep, overrides_and_words
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.runs import metrics_file
@@ -72,7 +71,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     """Run one experiment described by ``cfg`` (``record``: its record, opened by :func:`main`); return the final
     metrics."""
     check_config(cfg)
-    output_dir = Path(cfg.paths.output_dir)
+    output_dir, multirun = Path(cfg.paths.output_dir), report.is_multirun()
     record = record or RunRecord.open(output_dir, run_settings(cfg))
     ckpt_path, resumed = cfg.get("ckpt_path"), False
     if cfg.get("resume"):
@@ -85,7 +84,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
         ckpt_path, resumed = last or ckpt_path, last is not None
         fresh = (
             "Nothing to resume: starting fresh."
-            if found or is_multirun()
+            if found or multirun
             else fresh_start(Path(cfg.paths.log_dir) / "runs", record.settings.config)
         )
         log.info(f"Resuming from {ckpt_path}." if ckpt_path else fresh)
@@ -98,10 +97,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from attnexp.callbacks.checkpoints import checkpoint_to_train_from
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.callbacks.record import RecordKeeper
-    from attnexp.cli import console
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
 
-    multirun = is_multirun()
     console.configure(multirun)
     check_environment(cfg)
     plain_cuda_check_without_driver()
@@ -148,7 +145,7 @@ def main(cfg: DictConfig) -> Any:
     paragraph; the exit status says why (see ``EXIT_CODES``). In a multirun the
     other jobs still run; once the sweep is asked to stop, jobs not started yet do not start.
     """
-    output_dir, multirun = Path(cfg.paths.output_dir), is_multirun()
+    output_dir, multirun = Path(cfg.paths.output_dir), report.is_multirun()
     if multirun and stop_request.requested():
         return float("nan")  # no record: resume=true starts this job
     if not multirun:
@@ -211,14 +208,10 @@ def run_settings(cfg: DictConfig) -> Settings:
     return settings_of(cfg, hydra.runtime.choices, overrides, jobs if jobs and jobs > 1 else None)
 
 
-def is_multirun() -> bool:
-    return HydraConfig.get().mode == RunMode.MULTIRUN
-
-
 def joblib_jobs() -> int | None:
     """In a sweep run by the joblib launcher, how many jobs run at once; else None."""
     launcher = HydraConfig.get().launcher
-    if not is_multirun() or not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
+    if not report.is_multirun() or not str(launcher.get("_target_", "")).endswith("JoblibLauncher"):
         return None
     n_jobs = int(launcher.n_jobs)
     return n_jobs if n_jobs > 0 else max(1, cores() + 1 + n_jobs)  # joblib's count for -1 (every core), -2, ...
@@ -235,7 +228,7 @@ def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
     writable; with ``resume=true`` it continues the folder :func:`resumed_folder` finds (unless one is named)."""
     if NOT_RUN & {a.split("=", 1)[0] for a in args}:
         return []
-    sweep = bool({"-m", "--multirun"} & set(args)) or str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    sweep = is_sweep(args, cfg)
     check_writable(Path(cfg.paths.log_dir) / ("multirun" if sweep else "runs"))
     key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
     overrides, _ = overrides_and_words(args)
@@ -245,24 +238,14 @@ def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
     return [quote_path(f"{key}={found}", (key,))] if found else []
 
 
-def quietly(check: Any, *args: Any) -> Any:
-    """Run ``check`` without the warnings composing logs (the run that follows logs them once)."""
-    logger = logging.getLogger("attnexp")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        return check(*args)
-    finally:
-        logger.setLevel(level)
-
-
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
         check_words(args)
         check_override_syntax(args)
-        cfg = quietly(check_composition, args, CONFIG_DIR)
+        with console.quiet(logging.ERROR, "attnexp"):  # the warnings composing logs: the run that follows logs them
+            cfg = check_composition(args, CONFIG_DIR)
         if cfg is not None:
             args += folder_overrides(cfg, args)
     except AttnexpError as err:

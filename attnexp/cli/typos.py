@@ -13,38 +13,13 @@ from omegaconf import OmegaConf
 
 from attnexp.errors import AttnexpError
 
+# Hydra's flags that name another config or do not compose one: Hydra alone reads such a command line
+CONFIG_FLAGS = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "--experimental-rerun"}
+NOT_COMPOSED = {*CONFIG_FLAGS, "-h", "--help", "--hydra-help", "--version", "--shell-completion", "-sc"}
 # Hydra's flags that take a value (``--cfg job``); any other argument without '=' is no override
-FLAGS_WITH_VALUE = {
-    "-c",
-    "--cfg",
-    "-p",
-    "--package",
-    "-cn",
-    "--config-name",
-    "-cp",
-    "--config-path",
-    "-cd",
-    "--config-dir",
-    "--experimental-rerun",
-    "--shell-completion",
-}
+FLAGS_WITH_VALUE = {*CONFIG_FLAGS, "-c", "--cfg", "-p", "--package", "--shell-completion"}
 TYPO = 0.9  # a key this near to one of the config's (difflib's ratio) is a typo of it, not a new argument
 INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
-NOT_COMPOSED = {
-    "-cn",
-    "--config-name",
-    "-cp",
-    "--config-path",
-    "-cd",
-    "--config-dir",
-    "-h",
-    "--help",
-    "--hydra-help",
-    "--version",
-    "--shell-completion",
-    "-sc",
-    "--experimental-rerun",
-}
 
 
 def overrides_and_words(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -145,7 +120,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
         except MissingConfigException as err:
             raise AttnexpError(missing_option(err, overrides)) from None
         except HydraException as err:
-            message = missing_key(err, parsed, first, compose, config_name)
+            message = missing_key(err, parsed, first, config_name)
             if message:
                 raise AttnexpError(message) from None
             return None
@@ -156,35 +131,27 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
             if group in groups and len(values) > 1:
                 for value in values[1:]:
                     try:
-                        compose(
-                            config_name,
-                            overrides=[
-                                *[b for b in base if not b.lstrip("+~").startswith(f"{group}=")],
-                                f"{group}={value}",
-                            ],
-                            return_hydra_config=True,
-                        )
+                        compose(config_name, overrides=with_option(base, group, value), return_hydra_config=True)
                     except MissingConfigException as err:
                         raise AttnexpError(missing_option(err, overrides)) from None
                     except HydraException as err:
-                        raise AttnexpError(
-                            lacking(err, parsed, groups, f"{group}={value}", compose, config_name)
-                        ) from None
+                        raise AttnexpError(lacking(err, parsed, groups, f"{group}={value}", config_name)) from None
     return cfg
+
+
+def is_sweep(args: Sequence[str], cfg: Any) -> bool:
+    """Whether the command line runs a sweep: ``--multirun`` (``-m``), or ``hydra.mode: MULTIRUN`` in the config, which
+    ``--cfg`` and ``--info`` do not follow."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    return bool(flags & {"-m", "--multirun"}) or (configured and not flags & {"-c", "--cfg", "-i", "--info"})
 
 
 def check_sweep_mode(args: Sequence[str], parsed: Sequence[Any], cfg: Any) -> None:
     """Several values of a key (``model=dot,euclid``) make a sweep: without ``--multirun`` (or ``hydra.mode:
-    MULTIRUN``, which ``--cfg`` and ``--info`` do not follow), say so."""
+    MULTIRUN``), say so."""
     swept = [o.input_line for o in parsed if o.is_sweep_override()]
-    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN" and not flags & {
-        "-c",
-        "--cfg",
-        "-i",
-        "--info",
-    }
-    if not swept or flags & {"-m", "--multirun"} or configured:
+    if not swept or is_sweep(args, cfg):
         return
     raise AttnexpError(
         f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to "
@@ -213,22 +180,15 @@ def missing_option(err: Any, overrides: Sequence[str]) -> str:
     )
 
 
-def missing_key(
-    err: Exception, parsed: Sequence[Any], values: dict[str, list[str]], compose: Any, config_name: str
-) -> str | None:
+def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[str]], config_name: str) -> str | None:
     """A key the config does not have: the nearest keys of the composed config (and group names); ``+key=...`` only
     where the key is an argument of the class its node builds (a Trainer argument the config does not list). None
     where the key is one of another option a sweep takes."""
     text = " ".join(str(err).split())
     try:
-        groups = set(compose(config_name, overrides=[], return_hydra_config=True).hydra.runtime.choices)
+        groups = set(composed(config_name, [])["hydra"]["runtime"]["choices"])
         chosen = [(o, v) for o, v in zip(parsed, values.values()) if o.get_key_element() in groups and v]
-        plain = OmegaConf.to_container(
-            compose(
-                config_name, overrides=[f"{o.get_key_element()}={v[0]}" for o, v in chosen], return_hydra_config=True
-            ),
-            resolve=False,
-        )
+        plain = composed(config_name, [f"{o.get_key_element()}={v[0]}" for o, v in chosen])
     except Exception:
         return f"The config cannot be composed: {text}. Nothing was run or written."
     keys = list(flat_keys(plain))
@@ -243,7 +203,7 @@ def missing_key(
             )
         if exists or raw.startswith("+") or key in groups:
             continue
-        elsewhere = other_options_with(key, chosen, compose, config_name)
+        elsewhere = other_options_with(key, chosen, config_name)
         if elsewhere:
             return (
                 f"{override.input_line} sets {key}, a key of {' and '.join(elsewhere)} only: every job of the sweep "
@@ -273,16 +233,12 @@ def missing_key(
     return f"The config cannot be composed: {text}. Nothing was run or written."
 
 
-def lacking(
-    err: Exception, parsed: Sequence[Any], groups: set[str], option: str, compose: Any, config_name: str
-) -> str:
+def lacking(err: Exception, parsed: Sequence[Any], groups: set[str], option: str, config_name: str) -> str:
     """A sweep whose key override one of its swept options (``option``: ``model=dot``) does not have."""
     group = option.split("=", 1)[0]
     chosen = [o.input_line for o in parsed if o.get_key_element() in groups and o.get_key_element() != group]
     try:
-        plain = OmegaConf.to_container(
-            compose(config_name, overrides=[*chosen, option], return_hydra_config=True), resolve=False
-        )
+        plain = composed(config_name, [*chosen, option])
     except Exception:
         plain = {}
     key = next(
@@ -306,7 +262,7 @@ def lacking(
     )
 
 
-def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], compose: Any, config_name: str) -> list[str]:
+def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], config_name: str) -> list[str]:
     """The other values of swept config groups (``model=euclid`` of ``model=dot,euclid``) whose config has ``key``."""
     found = []
     base = [f"{o.get_key_element()}={v[0]}" for o, v in chosen]
@@ -314,16 +270,26 @@ def other_options_with(key: str, chosen: Sequence[tuple[Any, list[str]]], compos
         group = override.get_key_element()
         for value in values[1:]:
             try:
-                cfg = compose(
-                    config_name,
-                    overrides=[*(b for b in base if not b.startswith(f"{group}=")), f"{group}={value}"],
-                    return_hydra_config=True,
-                )
+                plain = composed(config_name, with_option(base, group, value))
             except Exception:
                 continue
-            if node_at(OmegaConf.to_container(cfg, resolve=False), key) is not MISSING_KEY:
+            if node_at(plain, key) is not MISSING_KEY:
                 found.append(f"{group}={value}")
     return found
+
+
+def with_option(base: Sequence[str], group: str, value: str) -> list[str]:
+    """The overrides ``base`` with the config group ``group`` set to ``value`` (another option a sweep takes)."""
+    return [*(b for b in base if not b.lstrip("+~").startswith(f"{group}=")), f"{group}={value}"]
+
+
+def composed(config_name: str, overrides: Sequence[str]) -> Any:
+    """The config Hydra composes with ``overrides`` (its own node included) as plain containers, unresolved; in the
+    Hydra context :func:`check_composition` opens."""
+    from hydra import compose
+
+    cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+    return OmegaConf.to_container(cfg, resolve=False)
 
 
 MISSING_KEY = object()

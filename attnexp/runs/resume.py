@@ -30,6 +30,11 @@ def recorded_settings(record: dict[str, Any]) -> dict[str, Any] | None:
     return method(record["config"]) if isinstance(record.get("config"), dict) else None
 
 
+def compared(settings: dict[str, Any], seed: Any) -> dict[str, str]:
+    """Settings as two runs are compared: flat (:func:`attnexp.runs.fingerprint.flat`), with the seed."""
+    return flat(settings) | {"seed": str(seed)}
+
+
 def run_folders(root: str | Path) -> list[Path]:
     """The run folders under ``root`` (holding a record and Hydra's files), newest first."""
     found = [p.parent for p in Path(root).rglob(metrics_file.FILE) if (p.parent / ".hydra").is_dir()]
@@ -57,14 +62,14 @@ def nearest(root: str | Path, config: dict[str, Any], shown: int = SHOWN) -> lis
     """The earlier runs under ``root`` whose settings and seed differ from ``config``'s (a recorded config) in the
     fewest keys, newest first among equals, each with how it differs: ``folder (trainer.max_epochs 5 there, 10
     here)``."""
-    here = flat(method(config)) | {"seed": str(config.get("seed"))}
+    here = compared(method(config), config.get("seed"))
     ranked = []
     for i, folder in enumerate(run_folders(root)):
         record = metrics_file.read(folder)
         settings = recorded_settings(record)
         if settings is not None:
-            there = flat(settings) | {"seed": str(record.get("seed"))}
-            ranked.append((len(differences(here, there)), i, folder, differences(here, there)))
+            differ = differences(here, compared(settings, record.get("seed")))
+            ranked.append((len(differ), i, folder, differ))
     lines = []
     for _, _, folder, differ in sorted(ranked)[:shown]:
         listed = ", ".join(f"{key} {b} there, {a} here" for key, (a, b) in list(differ.items())[:4])
@@ -79,11 +84,7 @@ def check_same_settings(folder: str | Path, config: dict[str, Any]) -> None:
     settings = recorded_settings(record)
     if settings is None:
         return
-    here, there = (
-        flat(method(config)) | {"seed": str(config.get("seed"))},
-        flat(settings) | {"seed": str(record.get("seed"))},
-    )
-    differ = differences(here, there)
+    differ = differences(compared(method(config), config.get("seed")), compared(settings, record.get("seed")))
     if differ:
         listed = "; ".join(f"{key} {b} there, {a} now" for key, (a, b) in list(differ.items())[:6])
         raise AttnexpError(
