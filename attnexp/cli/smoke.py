@@ -8,10 +8,12 @@ would crash a run crashes here first.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +71,12 @@ def smoke_config(cfg: DictConfig, folder: str) -> Any:
 
 def what_ran(folder: Path, seconds: float) -> str:
     """What the run wrote: its record's status, checkpoints, telemetry values and figures."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     record = metrics_file.read(folder)
     checkpoints = len(list((folder / "checkpoints").glob("*.ckpt")))
     telemetry = sum(k.startswith("attn/") for k in record)
-    figures = figure_tags(folder)
+    figures = EventAccumulator(str(folder)).Reload().Tags()["images"]  # the TensorBoard files' image tags
     return (
         f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
         f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, "
@@ -85,33 +89,16 @@ def counted(n: int, thing: str) -> str:
     return f"{n} {thing}{'s' * (n != 1)}"
 
 
-def figure_tags(folder: Path) -> set[str]:
-    """The image tags of the TensorBoard files in ``folder``."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    tags: set[str] = set()
-    for path in folder.glob("events.out.tfevents.*"):
-        for event in EventFileLoader(str(path)).Load():
-            tags.update(
-                v.tag
-                for v in event.summary.value
-                if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image")
-            )
-    return tags
-
-
-class quiet:
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
     """The run's own lines, Lightning's messages and warnings kept off the kit's output."""
-
-    def __enter__(self) -> None:
-        self.warnings = warnings.catch_warnings()
-        self.warnings.__enter__()
+    levels = {name: logging.getLogger(name).level for name in (*LIBRARY_LOGGERS, "attnexp")}
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        self.levels = {name: logging.getLogger(name).level for name in (*LIBRARY_LOGGERS, "attnexp")}
-        for name in self.levels:
+        for name in levels:
             logging.getLogger(name).setLevel(logging.CRITICAL)
-
-    def __exit__(self, *exc: Any) -> None:
-        for name, level in self.levels.items():
-            logging.getLogger(name).setLevel(level)
-        self.warnings.__exit__(*exc)
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
