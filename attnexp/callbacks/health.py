@@ -89,14 +89,15 @@ class CallRecorder:
     scores. Only public calls: a forward pre-hook on the mixer and a forward hook on ``hook_scores``."""
 
     def __init__(self, mixer: nn.Module) -> None:
-        self.calls: list[dict[str, Any]] = []
+        self.call: dict[str, Any] = {}  # the keyword arguments of the last call (``mask``, ``context``)
         self.scores: Tensor | None = None
-        self.hooks = [
-            mixer.register_forward_pre_hook(lambda module, args, kwargs: self.calls.append(kwargs), with_kwargs=True)
-        ]
+        self.hooks = [mixer.register_forward_pre_hook(self.keep_call, with_kwargs=True)]
         tap = getattr(mixer, "hook_scores", None)
         if isinstance(tap, nn.Module):
             self.hooks.append(tap.register_forward_hook(self.keep_scores))
+
+    def keep_call(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        self.call = kwargs  # the last call's, as for the scores
 
     def keep_scores(self, module: nn.Module, args: Any, out: Tensor) -> None:
         self.scores = out  # the last call's (a decoder decodes first, then runs once more with weights)
@@ -104,8 +105,3 @@ class CallRecorder:
     def close(self) -> None:
         for hook in self.hooks:
             hook.remove()
-
-    @property
-    def call(self) -> dict[str, Any]:
-        """The keyword arguments of the last call (``mask``, ``context``)."""
-        return self.calls[-1] if self.calls else {}

@@ -30,9 +30,7 @@ class DeferredInterrupt(pl.Callback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if threading.current_thread() is threading.main_thread() and not stop_request.installed():
             stop_request.clear()
-            self.previous = stop_request.install(stop_request.StopOnSignal(at_once=True), (signal.SIGINT,))[
-                signal.SIGINT
-            ]
+            self.previous = signal.signal(signal.SIGINT, stop_request.StopOnSignal(at_once=True))
 
     def _check(self, *args: Any, **kwargs: Any) -> None:
         if stop_request.requested() and not self.raised:

@@ -74,32 +74,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         margin = margins_given(args.margin)
     except ValueError as err:
-        print(f"attnexp-compare: {err}", file=sys.stderr)
-        return 2
+        return refused(str(err))
     missing = [f for f in args.folders if not Path(f).is_dir()]
     if missing:
-        print(
-            f"attnexp-compare: no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).",
-            file=sys.stderr,
-        )
-        return 2
+        return refused(f"no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).")
     runs = find_runs(args.folders, args.ignore)
     if not any(r.comparable for r in runs):
         notes = " ".join(left_out_notes(runs))
-        print(
-            f"attnexp-compare: no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}",
-            file=sys.stderr,
-        )
-        return 2
+        return refused(f"no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}")
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         write_all(result, out)
     except (ValueError, OverwriteError) as err:
-        print(f"attnexp-compare: {err}", file=sys.stderr)
-        return 2
+        return refused(str(err))
     print(markdown(result) + f"\nWrote {', '.join(OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
+
+
+def refused(message: str) -> int:
+    """Say on stderr why nothing was compared; the exit status of bad input."""
+    print(f"attnexp-compare: {message}", file=sys.stderr)
+    return 2
 
 
 def margins_given(items: Sequence[str]) -> dict[str, float]:

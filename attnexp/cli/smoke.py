@@ -70,10 +70,12 @@ def smoke_config(cfg: DictConfig, folder: str) -> Any:
 
 def what_ran(folder: Path, seconds: float) -> str:
     """What the run wrote: its record's status, checkpoints, telemetry values and figures."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     record = metrics_file.read(folder)
     checkpoints = len(list((folder / "checkpoints").glob("*.ckpt")))
     telemetry = sum(k.startswith("attn/") for k in record)
-    figures = figure_tags(folder)
+    figures = EventAccumulator(str(folder)).Reload().Tags()["images"]  # the TensorBoard files' image tags
     return (
         f"{BATCHES} training, {BATCHES} validation and {BATCHES} test batches, every callback: metrics.json "
         f"{record.get('status', 'missing')}, {counted(checkpoints, 'checkpoint')}, "
@@ -84,18 +86,3 @@ def what_ran(folder: Path, seconds: float) -> str:
 
 def counted(n: int, thing: str) -> str:
     return f"{n} {thing}{'s' * (n != 1)}"
-
-
-def figure_tags(folder: Path) -> set[str]:
-    """The image tags of the TensorBoard files in ``folder``."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    tags: set[str] = set()
-    for path in folder.glob("events.out.tfevents.*"):
-        for event in EventFileLoader(str(path)).Load():
-            tags.update(
-                v.tag
-                for v in event.summary.value
-                if v.metadata.plugin_data.plugin_name == "images" or v.HasField("image")
-            )
-    return tags

@@ -1,5 +1,9 @@
 """The git commit of a checkout attnexp runs from, and whether its code differs from that commit: read from the
-repository's files (HEAD, refs, the index), so no git program is needed."""
+repository's files (HEAD, refs, the index), so no git program is needed.
+
+Not ``git rev-parse HEAD`` and ``git status`` through :mod:`subprocess`, though they would be shorter: the package
+starts no programs (``tests/unit/test_layout.py`` holds it to that), and a run records the same facts on a machine
+without git."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ finds it before Hydra makes one), and how sweep jobs and single runs are named (
 from __future__ import annotations
 
 import hashlib
-import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,7 @@ def check_writable(root: str | Path) -> None:
     path = Path(root).absolute()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".write-test-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=path).close()
     except OSError as err:
         raise AttnexpError(
             f"Cannot write run output under {path} ({err.strerror or err}). Choose another output root with "

@@ -61,11 +61,13 @@ def software() -> dict[str, Any]:
         version = importlib.metadata.version("attnexp")
     except importlib.metadata.PackageNotFoundError:
         version = None
-    found: dict[str, Any] = {"attnexp": version, **checkout.describe(Path(__file__).resolve().parents[2])}
-    found.update(
-        torch=str(torch.__version__), lightning=str(pytorch_lightning.__version__), python=platform.python_version()
-    )
-    return found
+    return {
+        "attnexp": version,
+        **checkout.describe(Path(__file__).resolve().parents[2]),
+        "torch": str(torch.__version__),
+        "lightning": str(pytorch_lightning.__version__),
+        "python": platform.python_version(),
+    }
 
 
 def processor() -> str:
