@@ -220,7 +220,7 @@ def joblib_jobs() -> int | None:
 def parallel_threads() -> int | None:
     """In a sweep run by the joblib launcher, each job's share of the cores; else None (torch's default)."""
     jobs = joblib_jobs()
-    return None if jobs is None else threads_per_job(int(HydraConfig.get().launcher.n_jobs))
+    return None if jobs is None else threads_per_job(jobs)
 
 
 def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
