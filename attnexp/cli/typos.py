@@ -112,8 +112,8 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
 
     overrides, _ = overrides_and_words(args)
     parsed = OverridesParser.create().parse_overrides(overrides)
-    first = {str(o.input_line): sweep_values(o) for o in parsed}
-    base = [f"{o.get_key_element()}={values[0]}" for o, values in zip(parsed, first.values()) if values]
+    first = [sweep_values(o) for o in parsed]  # in the order of parsed (a key given twice keeps both)
+    base = [f"{o.get_key_element()}={values[0]}" for o, values in zip(parsed, first) if values]
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         try:
             cfg = compose(config_name, overrides=base, return_hydra_config=True)
@@ -126,7 +126,7 @@ def check_composition(args: Sequence[str], config_dir: str, config_name: str = "
             return None
         check_sweep_mode(args, parsed, cfg)
         groups = set(cfg.hydra.runtime.choices)
-        for override, values in zip(parsed, first.values()):
+        for override, values in zip(parsed, first):
             group = override.get_key_element().lstrip("+~")
             if group in groups and len(values) > 1:
                 for value in values[1:]:
@@ -180,14 +180,14 @@ def missing_option(err: Any, overrides: Sequence[str]) -> str:
     )
 
 
-def missing_key(err: Exception, parsed: Sequence[Any], values: dict[str, list[str]], config_name: str) -> str | None:
+def missing_key(err: Exception, parsed: Sequence[Any], values: Sequence[list[str]], config_name: str) -> str | None:
     """A key the config does not have: the nearest keys of the composed config (and group names); ``+key=...`` only
     where the key is an argument of the class its node builds (a Trainer argument the config does not list). None
     where the key is one of another option a sweep takes."""
     text = " ".join(str(err).split())
     try:
         groups = set(composed(config_name, [])["hydra"]["runtime"]["choices"])
-        chosen = [(o, v) for o, v in zip(parsed, values.values()) if o.get_key_element() in groups and v]
+        chosen = [(o, v) for o, v in zip(parsed, values) if o.get_key_element() in groups and v]
         plain = composed(config_name, [f"{o.get_key_element()}={v[0]}" for o, v in chosen])
     except Exception:
         return f"The config cannot be composed: {text}. Nothing was run or written."

@@ -176,3 +176,8 @@ def test_resume_refuses_a_run_whose_mixer_source_changed(tmp_path):
         check_same_sources(tmp_path, {"mine.Mine": {**mixers["mine.Mine"], "sha256": "9b1c22222222"}})
     metrics_file.write(tmp_path, {"status": "interrupted"})
     check_same_sources(tmp_path, {})  # a record of an earlier version says nothing of its source
+
+
+def test_a_key_given_twice_composes_as_hydra_composes_it():
+    cfg = check_composition(["seed=1", "seed=1", "trainer.max_epochs=2"], CONFIG_DIR)
+    assert (cfg.seed, cfg.trainer.max_epochs) == (1, 2)
