@@ -1,4 +1,4 @@
-"""Shared fixtures: run the CLI in a temp dir, one torch thread."""
+"""Shared fixtures: run the CLI in a temp dir; one torch thread in every test process."""
 
 from __future__ import annotations
 
@@ -8,6 +8,15 @@ import pytest
 from helpers import run_cli
 
 SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (pytest -m "not slow" leaves them out)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread in every test process (each xdist worker too), as the command-line tests' runs have: tiny
+    models are faster on one thread, and a worker's two threads spin against the other worker and the runs it starts
+    (a fit of 3 s alone took 47 s so on two cores)."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,14 +34,3 @@ def cli(tmp_path):
         return tmp_path, proc
 
     return _run
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny models are faster on one thread than on two fighting over shared cores."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -22,8 +22,6 @@ from attnexp.networks.language_model import next_token_probs
 from attnexp.tasks import AnswerTokens, ImageClassification, NextToken
 from attnexp.tokens import NO_TARGET
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
     """From the start to the end of each Lightning call (several forward, backward and fused optimizer steps)."""

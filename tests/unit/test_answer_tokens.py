@@ -13,8 +13,6 @@ from attnexp.networks import LanguageModel, SequenceClassifier
 from attnexp.tasks import AnswerTokens
 from attnexp.tokens import NO_TARGET
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def example():
     logits = torch.randn(4, 6, 5)  # (B, L, V)

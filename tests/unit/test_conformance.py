@@ -36,7 +36,7 @@ def verdicts(factory) -> dict[str, bool | None]:
 
 
 @pytest.mark.parametrize("name", options("model"))
-def test_every_built_in_mixer_passes(name, one_thread):
+def test_every_built_in_mixer_passes(name):
     results = run_checks(model_factory(name))
     failed = [f"{r.name}: {r.measured}" for r in results if r.ok is False]
     assert not failed, failed
@@ -47,7 +47,7 @@ def test_every_built_in_mixer_passes(name, one_thread):
     "size", [Size(), Size(2, 16, 19, 64, 4)], ids=["small default", "width 64, 4 heads, 16 tokens"]
 )
 @pytest.mark.parametrize("name", PUBLISHED)
-def test_every_published_example_passes_at_two_sizes(name, size, one_thread):
+def test_every_published_example_passes_at_two_sizes(name, size):
     """Signed weights (differential attention, its own attend and no score), distributions from a kernel (linear
     attention) and non-negative weights of any sum (the gated attention unit, one head) are each held to their kind."""
     size = size if name != "gau" else Size(size.batch, size.queries, size.keys, size.dim)  # one head
@@ -59,7 +59,7 @@ def test_every_published_example_passes_at_two_sizes(name, size, one_thread):
     assert f"({size.batch}, {size.queries}, {size.dim})" in results["shapes"].measured
 
 
-def test_a_mixer_that_writes_attend_and_no_score_passes(one_thread):
+def test_a_mixer_that_writes_attend_and_no_score_passes():
     """The contract's other way in: a mechanism that is no score and normaliser overrides attend."""
     failed = [f"{r.name}: {r.measured}" for r in run_checks(partial(AttendOnly)) if r.ok is False]
     assert not failed, failed
@@ -110,17 +110,17 @@ def test_a_signed_mixer_is_checked_as_signed():
         "ignores heads",
     ],
 )
-def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect, one_thread):
+def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect):
     found = verdicts(factory)
     assert found[defect] is False, found
 
 
-def test_a_leak_is_measured_where_it_happens(one_thread):
+def test_a_leak_is_measured_where_it_happens():
     leak = next(r for r in run_checks(partial(LeaksTheFuture)) if r.name == "no causal leak")
     assert "tokens from 1 on move earlier outputs" in leak.measured
 
 
-def test_a_zero_gradient_is_accepted_only_where_the_output_ignores_the_parameter(one_thread):
+def test_a_zero_gradient_is_accepted_only_where_the_output_ignores_the_parameter():
     """Softmax ignores a key bias (every score of a row moves alike); a parameter nothing uses is a defect."""
     dot = next(r for r in run_checks(model_factory("dot")) if r.name == "gradients")
     assert dot.ok and "ignores the parameter: k_proj.bias" in dot.measured
@@ -128,14 +128,14 @@ def test_a_zero_gradient_is_accepted_only_where_the_output_ignores_the_parameter
     assert "no gradient: unused" in dead.measured
 
 
-def test_a_mixer_that_cannot_do_something_says_so_and_passes(one_thread):
+def test_a_mixer_that_cannot_do_something_says_so_and_passes():
     mlp = {r.name: r for r in run_checks(model_factory("mlp"))}
     assert mlp["no causal leak"].ok and "causal refused" in mlp["no causal leak"].measured
     assert mlp["key padding invisible"].ok and "masks refused" in mlp["key padding invisible"].measured
     assert mlp["fused equals explicit"].ok is None and mlp["weights as declared"].ok is None
 
 
-def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(one_thread):
+def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal():
     """(B, C, L) returned for (B, L, C) has the right shape when C = L: the layout check and the longer length
     catch it."""
     found = {r.name: r for r in run_checks(partial(Transposes), size=Size(3, 8, 11, 8))}
@@ -143,7 +143,7 @@ def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(
     assert "self, 9 tokens: output (3, 8, 9), expected (B, Lq, C) = (3, 9, 8)" in found["shapes"].measured
 
 
-def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape(one_thread):
+def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape():
     shapes = next(r for r in run_checks(partial(DropsALastToken)) if r.name == "shapes")
     assert (
         shapes.measured.startswith("DropsALastToken returned")
@@ -151,7 +151,7 @@ def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape(one_thr
     )
 
 
-def test_nan_weights_are_reported_apart_from_negative_ones(one_thread):
+def test_nan_weights_are_reported_apart_from_negative_ones():
     nan = next(r for r in run_checks(partial(NaNWeights)) if r.name == "weights as declared")
     assert "18 NaN or infinite weights" in nan.measured and "negative weights" not in nan.measured, (
         nan.measured
@@ -161,13 +161,13 @@ def test_nan_weights_are_reported_apart_from_negative_ones(one_thread):
     assert "NaN" not in negative.measured, negative.measured
 
 
-def test_the_checks_run_at_the_size_they_are_given(one_thread):
+def test_the_checks_run_at_the_size_they_are_given():
     results = {r.name: r.measured for r in run_checks(model_factory("dot"), size=Size(2, 5, 7, 12, 3))}
     assert "(2, 5, 12) and at 6 tokens, cross-attention from 7 keys" in results["shapes"]
     assert results["contract options"].startswith("5 honoured")  # heads=2 too: it divides 12
 
 
-def test_a_check_that_raises_fails_pointing_into_the_mixers_code(one_thread):
+def test_a_check_that_raises_fails_pointing_into_the_mixers_code():
     """An error inside the mixer fails the check with the mixer's class and the line that raised it."""
     from attnexp.mixers import DotAttention
 

@@ -17,8 +17,6 @@ from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.networks import LanguageModel
 from attnexp.networks.positions import SinusoidalPositions
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def mixer(variant: str, **overrides):
     """The variant's factory exactly as its config builds it (the configs ask for causal=false)."""

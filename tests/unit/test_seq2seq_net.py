@@ -17,8 +17,6 @@ from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.tasks import Seq2SeqTask
 from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 SRC = dict(src_vocab_size=13, src_len=9, tgt_vocab_size=11, tgt_len=8)
 
 
