@@ -35,6 +35,7 @@ def sweep(tmp_path_factory):
         f"module.optimizer.lr={','.join(LRS)}",
         "trainer.max_epochs=2",
         "trainer.limit_train_batches=8",
+        "hydra/launcher=basic",  # one job after another: the comparison is the subject here
     )
     (folder,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
     return folder, proc

@@ -17,7 +17,9 @@ SMALL = [
 
 
 def test_the_suite_runs_every_task_and_tables_them(cli):
-    root, _proc = cli("--multirun", "experiment=diagnostics", "model=dot,masked", "seed=0", *SMALL)
+    root, _proc = cli(
+        "--multirun", "experiment=diagnostics", "model=dot,masked", "seed=0", *SMALL, "hydra/launcher=basic"
+    )
     (sweep,) = [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
     records = {p.relative_to(sweep).as_posix(): read_metrics(p) for p in run_dirs(sweep)}
     tasks = ("listops", "mqar", "recall", "selective_copy", "seqops")

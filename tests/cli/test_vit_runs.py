@@ -39,13 +39,16 @@ def test_every_variant_trains_on_cifar_files(cli, tmp_path):
         *overrides,
         *SMALL_VIT,
         *FAST,
+        "hydra/launcher=basic",  # one job after another: the variants are the subject here
         env={"ATTNEXP_DATA_DIR": str(tmp_path / "data")},
     )
     check_runs(root, "cifar10")
 
 
 def test_every_variant_trains_on_digits(cli):
-    root, _ = cli("--multirun", f"model={','.join(VARIANTS)}", *SMALL_VIT, *FAST, "~callbacks.figures")
+    root, _ = cli(
+        "--multirun", f"model={','.join(VARIANTS)}", *SMALL_VIT, *FAST, "~callbacks.figures", "hydra/launcher=basic"
+    )
     check_runs(root, "digits")
 
 

@@ -31,6 +31,7 @@ class ScaledAttention(MultiHeadAttention):
 '''
 CONFIG = "_target_: scaled.ScaledAttention\n_partial_: true\nheads: 1\nscale: {scale}\n"
 BUDGET = ["trainer.max_epochs=2", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"]
+SWEEP = [*BUDGET, "hydra/launcher=basic"]  # the jobs one after the other: what they record is the subject here
 
 
 def compare(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -61,12 +62,12 @@ def sweeps(tmp_path_factory):
     (root / "configs" / "model").mkdir(parents=True)
     (root / "scaled.py").write_text(MIXER)
     (root / "configs" / "model" / "scaled.yaml").write_text(CONFIG.format(scale=1.0))
-    run_cli(root, "--multirun", "model=dot,scaled", "seed=0,1", *BUDGET, "hydra.sweep.dir=sweeps/first")
+    run_cli(root, "--multirun", "model=dot,scaled", "seed=0,1", *SWEEP, "hydra.sweep.dir=sweeps/first")
     (root / "scaled.py").write_text(MIXER + "\n# the score, tried again\n")
-    run_cli(root, "--multirun", "model=scaled", "seed=0,1", *BUDGET, "hydra.sweep.dir=sweeps/source")
+    run_cli(root, "--multirun", "model=scaled", "seed=0,1", *SWEEP, "hydra.sweep.dir=sweeps/source")
     (root / "scaled.py").write_text(MIXER)
     (root / "configs" / "model" / "scaled.yaml").write_text(CONFIG.format(scale=0.5))
-    run_cli(root, "--multirun", "model=scaled", "seed=0,1", *BUDGET, "hydra.sweep.dir=sweeps/value")
+    run_cli(root, "--multirun", "model=scaled", "seed=0,1", *SWEEP, "hydra.sweep.dir=sweeps/value")
     run_cli(
         root,
         "--multirun",
@@ -75,7 +76,7 @@ def sweeps(tmp_path_factory):
         "threads=1",
         "paths.log_dir=elsewhere",
         "seed=2,3",
-        *BUDGET,
+        *SWEEP,
         "hydra.sweep.dir=sweeps/spelled",
     )
     return root
