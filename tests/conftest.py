@@ -13,7 +13,7 @@ SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (p
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread in every test process (each xdist worker too), as the command-line tests' runs have: tiny
     models are faster on one thread, and a worker's two threads spin against the other worker and the runs it starts
-    (a fit of 3 s alone took 47 s so on two cores)."""
+    (on two cores, a fit that takes 3 s alone took 47 s)."""
     import torch
 
     torch.set_num_threads(1)
