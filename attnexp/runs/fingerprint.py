@@ -36,7 +36,9 @@ NOT_METHOD = (
     "callbacks.checkpoint.dirpath",
     "callbacks.checkpoint.filename",
     "callbacks.checkpoint.auto_insert_metric_name",
-    "callbacks.checkpoint.save_last",  # attnexp's own: what is shown
+    "callbacks.checkpoint.save_last",
+    "callbacks.checkpoint.save_top_k",  # how many checkpoints are kept: the best one is the same
+    "callbacks.checkpoint.verbose",  # attnexp's own: what is shown and kept
     "trainer.default_root_dir",
     "trainer.accelerator",
     "trainer.deterministic",
@@ -44,7 +46,8 @@ NOT_METHOD = (
     "trainer.enable_model_summary",
     "trainer.enable_checkpointing",
     "trainer.log_every_n_steps",
-    "trainer.num_sanity_val_steps",  # where it runs (recorded as the device), what is shown
+    "trainer.num_sanity_val_steps",
+    "trainer.profiler",  # where it runs (recorded as the device), what is shown
     "module.compile",
     "module.divergence_check_every",  # speed
     "module.steps_per_call",
@@ -119,8 +122,13 @@ def resolved(cfg: DictConfig, key: str, raw: str) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
 
 
+# Lightning's spellings of one precision (its docs: ``32`` is ``32-true``, ``16`` is ``16-mixed``, ...)
+PRECISIONS = {"32": "32-true", "64": "64-true", "16": "16-mixed", "bf16": "bf16-mixed", "transformer-engine": "te"}
+
+
 def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
-    """A recorded config (:func:`config_record`) without the keys that cannot change the method, nor ``ignore``."""
+    """A recorded config (:func:`config_record`) without the keys that cannot change the method, nor ``ignore``;
+    equal values spelt alike (``trainer.precision``: ``32`` is ``32-true``)."""
     skipped = (*NOT_METHOD, *ignore)
 
     def keep(node: Any, where: str) -> Any:
@@ -132,7 +140,14 @@ def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, A
             if not left_out(f"{where}.{k}" if where else k, skipped)
         }
 
-    return keep(config, "")
+    found = keep(config, "")
+    trainer = found.get("trainer")
+    if isinstance(trainer, dict) and trainer.get("precision") is not None:
+        found["trainer"] = {
+            **trainer,
+            "precision": PRECISIONS.get(str(trainer["precision"]), str(trainer["precision"])),
+        }
+    return found
 
 
 def fingerprint(settings: Mapping[str, Any]) -> str:
