@@ -13,7 +13,6 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import search_path
-from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.targets import check_targets
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 
@@ -123,9 +122,12 @@ def main(cfg: DictConfig) -> Any:
 
 
 def cli() -> None:
-    """Console script ``attnexp-check``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    """Console script ``attnexp-check``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     sys.argv[1:] = [FLAGS.get(a, a) for a in sys.argv[1:]]
-    run_then_exit(main)
+    try:
+        main()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR, build_net
 from attnexp.cli.validate import quote_path
@@ -222,9 +221,12 @@ def main(cfg: DictConfig) -> Any:
 
 
 def cli() -> None:
-    """Console script ``attnexp-predict``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    """Console script ``attnexp-predict``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     sys.argv[1:] = [quote_path(a, ("run",)) for a in sys.argv[1:]]
-    run_then_exit(main)
+    try:
+        main()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

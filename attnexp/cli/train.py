@@ -20,7 +20,6 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import stop_request
 from attnexp.cli import console, failures, report, search_path
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
-from attnexp.cli.fast_exit import run_then_exit
 from attnexp.cli.typos import check_composition, check_words, is_sweep, overrides_and_words
 from attnexp.cli.validate import check_config, check_environment, check_override_syntax, quote_path, unaccepted
 from attnexp.errors import EXIT_CODES, AttnexpError
@@ -239,7 +238,7 @@ def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
 
 
 def cli() -> None:
-    """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    """Console script ``attnexp``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
         check_words(args)
@@ -252,7 +251,10 @@ def cli() -> None:
         print(err, file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
     sys.argv[1:] = args
-    run_then_exit(main)
+    try:
+        main()
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":
