@@ -1,5 +1,5 @@
 """Checkpoints: read one safely, saying in one paragraph what is wrong with a damaged one; check that a file fits the
-model before training from it; keep the best epoch, later ones winning ties, named by epoch counted from 1."""
+model before training from it; checkpoint files named by epoch counted from 1."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor, nn
@@ -122,14 +121,14 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
         raise AttnexpError(
             f"{what} was written by a different "
             f"mixer or network ({details}). Use the same model, net and "
-            "data settings as the run that wrote it (its .hydra/config.yaml lists them)."
+            "data settings as the run that wrote it (its metrics.json lists them)."
         )
 
 
 class BestCheckpoint(ModelCheckpoint):
-    """Lightning's ``ModelCheckpoint``, except that an epoch that ties the best value so far replaces it:
-    the later of equally good epochs is the one tested (Lightning keeps the earlier); and ``{epoch}`` in file names
-    counts from 1, as the curves, the progress bar and metrics.json do (``epoch003``: after the third epoch)."""
+    """Lightning's ``ModelCheckpoint`` (the earliest of equally good epochs is the best, as Lightning keeps it), with
+    ``{epoch}`` in file names counted from 1, as the curves, the progress bar and metrics.json count (``epoch003``:
+    after the third epoch)."""
 
     def format_checkpoint_name(
         self, metrics: dict[str, Tensor], filename: str | None = None, ver: int | None = None, prefix: str | None = None
@@ -137,10 +136,3 @@ class BestCheckpoint(ModelCheckpoint):
         if "epoch" in metrics:
             metrics = {**metrics, "epoch": metrics["epoch"] + 1}
         return super().format_checkpoint_name(metrics, filename, ver, prefix)
-
-    def check_monitor_top_k(self, trainer: pl.Trainer, current: Tensor | None = None) -> bool:
-        if current is None or self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
-            return super().check_monitor_top_k(trainer, current)
-        at_least_as_good = torch.le if self.mode == "min" else torch.ge
-        better = bool(at_least_as_good(current, self.best_k_models[self.kth_best_model_path]))
-        return trainer.strategy.reduce_boolean_decision(better)

@@ -19,7 +19,7 @@ log = logging.getLogger("attnexp")
 
 def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
-    data's chance level and evaluated examples, each mixer class's source, the software and the device."""
+    data's chance level and evaluated examples, the software and the device."""
     task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
     facts: dict[str, Any] = {
         "params": sum(p.numel() for p in pl_module.parameters()),
@@ -44,7 +44,6 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
     return {
         **facts,
-        "mixers": provenance.mixer_sources(pl_module.net),
         "software": provenance.software(),
         "device": provenance.device(device, trainer.num_devices),
     }
@@ -77,7 +76,7 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
                 "initial weights."
             ),
         }
-    if not validated and best_score(trainer) == {}:
+    if not validated and "monitor_best" not in best_score(trainer):
         return {
             "status": metrics_file.UNVALIDATED,
             "error": (
@@ -90,10 +89,12 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     return {"status": metrics_file.OK}
 
 
-def best_score(trainer: pl.Trainer) -> dict[str, float]:
-    """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has."""
-    score = getattr(trainer.checkpoint_callback, "best_model_score", None)
-    return {} if score is None else {"monitor_best": float(score)}
+def best_score(trainer: pl.Trainer) -> dict[str, Any]:
+    """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has; and
+    ``best_checkpoint``, that checkpoint's file (``attnexp-predict checkpoint=best``)."""
+    callback = trainer.checkpoint_callback
+    score, path = getattr(callback, "best_model_score", None), getattr(callback, "best_model_path", "")
+    return ({} if score is None else {"monitor_best": float(score)}) | ({"best_checkpoint": path} if path else {})
 
 
 class RecordKeeper(pl.Callback):

@@ -12,11 +12,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import search_path
+from attnexp.cli import preflight
 from attnexp.cli.targets import check_targets
+from attnexp.cli.train import CONFIG_DIR
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 
-search_path.register()
 NETWORK_GROUPS = ("data", "net", "task", "experiment")  # an override of one of these names the network to check at
 FLAGS = {"--no-speed": "speed=false"}
 
@@ -105,7 +105,7 @@ def line(result: Any) -> str:
     return f"{mark}  {result.name:<25}  {result.measured}"
 
 
-@hydra.main(version_base="1.3", config_path=str(search_path.config_dir()), config_name="check")
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="check")
 def main(cfg: DictConfig) -> Any:
     """The Hydra app behind ``attnexp-check`` (:func:`cli`)."""
     try:
@@ -124,6 +124,11 @@ def main(cfg: DictConfig) -> Any:
 def cli() -> None:
     """Console script ``attnexp-check``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     sys.argv[1:] = [FLAGS.get(a, a) for a in sys.argv[1:]]
+    try:
+        preflight.check(sys.argv[1:], CONFIG_DIR, "check", folders=False)
+    except AttnexpError as err:
+        print(f"attnexp-check: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input"]) from None
     try:
         main()
     except KeyboardInterrupt:

@@ -1,7 +1,6 @@
-"""How a run that stopped is explained and recorded: in its metrics.json (through its :class:`RunRecord`), or, refused
-for bad input, by removing what it made (a sweep keeps a line for the job in its own folder:
-:mod:`attnexp.runs.refusals`); an error inside a mixer named with the line of its code that raised, an allocation
-that failed with what to lower, and every failure's traceback kept in the run's train.log."""
+"""How a run that stopped is explained and recorded in its metrics.json (through its :class:`RunRecord`): an error
+inside a mixer named with the line of its code that raised, an allocation that failed with what to lower, and every
+failure's traceback kept in the run's train.log."""
 
 from __future__ import annotations
 
@@ -9,83 +8,65 @@ import logging
 import re
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import report
 from attnexp.errors import OutOfMemory, explain, is_bad_input, root_cause
-from attnexp.runs import metrics_file, refusals
-from attnexp.runs.folders import FolderTaken, short
+from attnexp.runs import metrics_file
 from attnexp.runs.record import RunRecord
 
 
-def sweep_dir() -> Path:
-    return Path(HydraConfig.get().sweep.dir)
-
-
-def job_key() -> str:
-    """A sweep job's name as a file name, the same when the sweep is resumed."""
-    job = HydraConfig.get().job
-    return short(job.override_dirname or f"job{job.num}")
-
-
-def forget_refusal() -> None:
-    """A sweep job that runs again (a resumed sweep) is no longer refused until it is again."""
-    refusals.forget(sweep_dir(), job_key())
-
-
-def record_failure(cfg: DictConfig, err: BaseException, record: RunRecord) -> tuple[str, bool]:
-    """Make sure the run's metrics.json says how it ended; return that status and whether the run folder is kept.
-
-    A run refused for bad input in a folder made for it leaves no folder (in a sweep, a line in ``.refused/``). A
-    record that another process wrote (the run this one was to resume, a run already in the folder) is left as it
-    was: nothing of this run is in it."""
-    if isinstance(err, (KeyboardInterrupt, SystemExit)):
+def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
+    """Explain and record how a run stopped; return its status. The record says it (the folder's record of another
+    process is left as it was), the console gets one paragraph, train.log the traceback of a failure."""
+    raised, err = err, explained(cfg, err)
+    if isinstance(raised, (KeyboardInterrupt, SystemExit)):
         status, error = metrics_file.INTERRUPTED, report.INTERRUPTED
     else:
         status, error = (metrics_file.BAD_INPUT if is_bad_input(err) else metrics_file.FAILED), explain(err)
-    found = record.found()
-    if found.get("status") == metrics_file.DIVERGED:
-        status = metrics_file.DIVERGED
-    ours = record.ours() and not isinstance(root_cause(err), FolderTaken)
-    if status == metrics_file.BAD_INPUT and record.fresh and ours:
-        in_sweep = report.is_multirun()
-        if in_sweep:
-            folder, sweep = record.folder.absolute(), sweep_dir().absolute()
-            folder = folder.relative_to(sweep) if folder.is_relative_to(sweep) else folder
-            refusals.note(
-                sweep_dir(),
-                job_key(),
-                {
-                    "num": HydraConfig.get().job.num,
-                    "job": report.job_name(),
-                    "folder": str(folder),
-                    "status": status,
-                    "error": error,
-                },
-            )
-        refusals.discard(record.folder, set(record.held), sweep_dir() if in_sweep else Path(cfg.paths.log_dir) / "runs")
-        return status, False
-    if ours:
-        record.write(**{**found, "status": status, "error": error})
-    return status, True
+    if record.fields.get("status") == metrics_file.DIVERGED:  # said by the record keeper, with the step
+        status, error = metrics_file.DIVERGED, record.fields.get("error", error)
+    if record.ours():
+        record.write(status=status, error=error)
+    logs = log_file() if status == metrics_file.FAILED else None
+    if report.is_multirun() and status == metrics_file.INTERRUPTED:
+        logging.getLogger("attnexp").info(report.result_line(record.folder)[0])
+    else:
+        logging.getLogger("attnexp").error(report.failure(status, explain(err), logs))
+    if status != metrics_file.INTERRUPTED:
+        keep_traceback(raised)
+    return status
 
 
-def explained(cfg: DictConfig, err: BaseException, params: Callable[[DictConfig], int | None]) -> BaseException:
-    """``err`` as the user reads it: an allocation that failed explained (:func:`out_of_memory`, with the count of
-    ``params``), an error raised
+def explained(cfg: DictConfig, err: BaseException) -> BaseException:
+    """``err`` as the user reads it: an allocation that failed explained (:func:`out_of_memory`), an error raised
     inside a mixer named with its line (:func:`attnexp.mixers.faults.explain_mixer_failure`), any other as it is."""
     cause = root_cause(err)
     if is_out_of_memory(cause):
-        return out_of_memory(cfg, cause, params(cfg))
+        return out_of_memory(cfg, cause, parameter_count(cfg))
     if "torch" not in sys.modules:  # no mixer has run before torch is imported
         return err
     from attnexp.mixers.faults import explain_mixer_failure
 
     return explain_mixer_failure(err)
+
+
+def parameter_count(cfg: DictConfig) -> int | None:
+    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be
+    built."""
+    try:
+        import torch
+        from hydra.utils import instantiate
+
+        from attnexp.cli.preflight import build_net
+
+        with torch.device("meta"):
+            net = build_net(cfg.net, instantiate(cfg.data).spec)
+        return sum(p.numel() for p in net.parameters())
+    except Exception:
+        return None
 
 
 def is_out_of_memory(cause: BaseException) -> bool:

@@ -1,20 +1,25 @@
 """The lines ``attnexp`` prints about a run (what is about to train: :func:`attnexp.callbacks.record.describe`): the
-test result and where the files are, a sweep job's result line, and the one paragraph of a run that stopped."""
+test result and where the files are, a sweep job's result line, a run already finished, and the one paragraph of a
+run that stopped."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from attnexp.errors import explain
 from attnexp.runs import metrics_file
 
 INTERRUPTED = (
     "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "
     "command with resume=true continues from the last finished epoch."
+)
+STOPPED = (
+    "Stopped by Ctrl-C: the runs that were training end as they are (a sweep's jobs are reported abandoned); the "
+    "same command with resume=true continues them from their last finished epoch, and skips the finished ones."
 )
 WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
 LABELS = {
@@ -37,19 +42,37 @@ def job_name() -> str:
     return f"#{job.num} ({job.override_dirname or 'no overrides'})"
 
 
-def result_line(output_dir: Path) -> list[str]:
-    """A finished sweep job's line: its status, the task's first summary metric and its wall time."""
-    found = metrics_file.read(output_dir)
+def link_job(folder: Path) -> None:
+    """A sweep job's entry in the sweep's folder: a link to its run folder named by the overrides that vary
+    (``model=euclid/seed=1``), which TensorBoard and ``attnexp-compare`` follow."""
+    job = HydraConfig.get().job
+    link = Path(HydraConfig.get().sweep.dir) / job_dirname(job.override_dirname, job.num)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(Path(folder).absolute())
+
+
+def job_dirname(overrides: str, num: int) -> str:
+    """A sweep job's name: the overrides that vary, one folder level each, the mixer first (``model=euclid/seed=1``);
+    ``/`` inside a value becomes ``_``; ``job<num>`` where nothing varies or a name would be too long."""
+    items = [i.replace("/", "_").replace("'", "").replace('"', "") for i in str(overrides).split(",") if i]
+    items.sort(key=lambda item: (not item.lstrip("+~").startswith("model="), item))
+    return "/".join(items) if items and max(len(i.encode()) for i in items) <= 200 else f"job{num}"
+
+
+def result_line(output_dir: Path, found: dict[str, Any] | None = None) -> list[str]:
+    """A sweep job's line: its status, the task's first summary metric and its wall time."""
+    found = found or metrics_file.read(output_dir)
     metric = next(iter(found.get("summary") or [["val/acc_best"]]))[0]
     value = found.get(metric)
-    shown = f"{metric} {value:.{DIGITS}f}" if isinstance(value, (int, float)) else f"no {metric}"
-    return [f"Job {job_name()}: {found.get('status', '?')}, {shown}, {found.get('wall_s', 0):.1f} s"]
+    shown_value = f"{metric} {value:.{DIGITS}f}" if isinstance(value, (int, float)) else f"no {metric}"
+    return [f"Job {job_name()}: {found.get('status', '?')}, {shown_value}, {found.get('wall_s', 0):.1f} s"]
 
 
-def run_report(output_dir: Path) -> list[str]:
+def run_report(output_dir: Path, found: dict[str, Any] | None = None) -> list[str]:
     """A finished single run's last lines: the test result (rounded, with the epoch of the checkpoint tested) or why
     there is none worth comparing, and where the run's files are."""
-    found = metrics_file.read(output_dir)
+    found = found or metrics_file.read(output_dir)
     lines = []
     tested = {k: v for k, v in found.items() if k.startswith("test/") and isinstance(v, (int, float))}
     if tested:
@@ -70,17 +93,45 @@ def run_report(output_dir: Path) -> list[str]:
     return lines
 
 
+def finished(folder: Path, found: dict[str, Any]) -> list[str]:
+    """A run whose folder already holds it, finished: said, with its result, and skipped."""
+    where = f"job {job_name()}" if is_multirun() else "This run"
+    said = (
+        f"{where} already finished in {shown(folder)} (status {found.get('status')}, started {found.get('started')}): "
+        "the same settings, code, data and seed compute the same numbers, so it is not run again (delete the folder "
+        "to run it anew)."
+    )
+    return [said, *(result_line(folder, found) if is_multirun() else run_report(folder, found)[:1])]
+
+
+def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
+    """What ``resume=true`` says when the folder of these settings is new: which runs of the same mixer, data and seed
+    there are, and what differs (an edited file makes another configuration)."""
+    from attnexp.runs.identity import differing_code
+
+    here = Path(folder)
+    others = []
+    for other in sorted(here.parent.parent.glob(f"{here.parent.name.rsplit('_', 1)[0]}_*/{here.name}")):
+        try:
+            record = metrics_file.read(other)
+        except metrics_file.DamagedRecord:
+            continue
+        changed = differing_code(record.get("code") or {}, code)
+        what = f"code: {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''}" if changed else "settings or data"
+        others.append(f"{shown(other)} ({what} differ)")
+    found = f" Runs of other versions: {'; '.join(others)}." if others else ""
+    return f"Nothing to resume in {shown(folder)}: starting this run fresh.{found}"
+
+
 def shown(path: Path) -> str:
     """``path`` as the user would type it: relative to the current folder when inside it."""
     path = Path(path).absolute()
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def failure(status: str, err: BaseException, kept: bool = True, log_file: Path | None = None) -> str:
-    """The one paragraph of a run that stopped; in a sweep it names the job. A run refused for bad input in a folder
-    made for it leaves none (``kept`` False), and says so; ``log_file``: where its traceback is."""
-    reason = INTERRUPTED if status == metrics_file.INTERRUPTED else explain(err)
+def failure(status: str, reason: str, log_file: Path | None = None) -> str:
+    """The one paragraph of a run that stopped; in a sweep it names the job; ``log_file``: where its traceback is."""
+    reason = INTERRUPTED if status == metrics_file.INTERRUPTED else reason
     job = f" in job {job_name()}" if is_multirun() else ""
-    removed = "" if kept else " Its run folder was removed: nothing of this run is kept."
-    traceback = f" The traceback is in {shown(log_file)}." if log_file and kept else ""
-    return f"{LABELS[status]}{job}: {reason}{removed}{traceback}"
+    traceback = f" The traceback is in {shown(log_file)}." if log_file else ""
+    return f"{LABELS[status]}{job}: {reason}{traceback}"

@@ -8,27 +8,21 @@ A user's mixer (or data, net, experiment...) needs no change to attnexp, only Hy
   (``[project.entry-points."attnexp.configs"] mine = "my_package.configs"``), as pytest finds its plugins;
 - ``hydra.searchpath=[file:///some/folder/configs]`` on the command line, Hydra's own way.
 
-The first two are on the search path from the start (a Hydra ``SearchPathPlugin``), so their options appear in
-``--help`` beside the built-in ones. A built-in option keeps its name: a user's file of the same name is hidden,
-and the commands say so.
+The first two are on the search path from the start (a Hydra ``SearchPathPlugin`` in the ``hydra_plugins``
+namespace package, where Hydra discovers plugins), so their options appear in ``--help`` beside the built-in ones.
+A built-in option keeps its name: a user's file of the same name is hidden, and the commands say so.
 The folder that holds a user's ``configs/`` folder is importable, so ``_target_: mine.MyAttention`` finds
 ``mine.py`` beside it; an installed package is importable anyway.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from hydra.core.config_search_path import ConfigSearchPath
-from hydra.core.plugins import Plugins
-from hydra.plugins.search_path_plugin import SearchPathPlugin
-
 ENTRY_POINTS = "attnexp.configs"  # the entry-point group of installed config packages
-PROVIDER = "attnexp user configs"
 
 
 def config_dir() -> Path:
@@ -74,32 +68,3 @@ def add_import_folders(searchpath: Iterable[str] = (), run_cwd: str | None = Non
     folders = list(dict.fromkeys(folders))
     sys.path.extend(str(f) for f in folders if str(f) not in sys.path)
     return folders
-
-
-class UserConfigs(SearchPathPlugin):
-    """Adds the user's configs to the search path of attnexp's commands (after attnexp's own) and makes the working
-    directory's user folder importable; other Hydra apps in the same process are left alone."""
-
-    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        own = config_dir().resolve()
-        if not any(
-            e.provider == "main" and Path(e.path.removeprefix("file://")).resolve() == own
-            for e in search_path.get_path()
-        ):
-            return
-        for entry in user_search_path():
-            search_path.append(PROVIDER, entry)
-        add_import_folders()
-        local = working_configs()
-        hidden = hidden_options(local) if local else []
-        if hidden:  # a mixer of one's own named like a built-in one would run the built-in under its name
-            logging.getLogger("attnexp").warning(
-                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: "
-                "attnexp has options of these names, and its own are "
-                "used. Rename yours (e.g. configs/model/mine.yaml) to use them."
-            )
-
-
-def register() -> None:
-    """Put :class:`UserConfigs` on Hydra's search path for the commands (idempotent)."""
-    Plugins.instance().register(UserConfigs)

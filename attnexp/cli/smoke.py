@@ -30,7 +30,11 @@ def smoke_run(cfg: DictConfig) -> Result:
     """``attnexp``'s training of ``cfg`` on :data:`BATCHES` batches of each split, one epoch, in a temporary folder;
     its measure says what ran and what the run wrote. An error from the data or the settings (bad input) is raised
     as it would stop the run; any other fails the check, pointing into the mixer's code where it was raised there."""
-    from attnexp.cli.train import meta_parameter_count, train
+    from hydra.core.hydra_config import HydraConfig
+
+    from attnexp.cli.train import train
+    from attnexp.runs.folders import choices_of
+    from attnexp.runs.record import RunRecord
 
     with tempfile.TemporaryDirectory(prefix="attnexp-check-") as folder:
         run = smoke_config(cfg, folder)
@@ -38,9 +42,9 @@ def smoke_run(cfg: DictConfig) -> Result:
         try:
             with warnings.catch_warnings(), console.quiet(logging.CRITICAL, *LIBRARY_LOGGERS, "attnexp"):
                 warnings.simplefilter("ignore")  # the run's own lines, Lightning's messages and warnings: not the kit's
-                train(run)
+                train(run, RunRecord.open(folder, run, choices_of(HydraConfig.get()), []))
         except Exception as err:
-            explained = failures.explained(cfg, err, meta_parameter_count)
+            explained = failures.explained(cfg, err)
             if is_bad_input(explained):
                 raise
             return Result("smoke run", False, explain(explained))

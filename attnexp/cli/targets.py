@@ -1,6 +1,6 @@
-"""Before any run folder exists: every class a config names can be found, and a mixer runs under its own name.
+"""Before any run folder exists (the pre-flight stage): every class a config names can be found, and a mixer runs
+under its own name.
 
-A Hydra callback (``hydra.callbacks.targets``), so it runs when a run or sweep starts, before Hydra makes a folder.
 A module that cannot be found (or, for a user's own module, imported) is explained with the folders Python looked
 in and the fix; a ``model._target_`` override, which would record another class under the name of ``model=``'s
 option, is refused with the recipe for a mixer of one's own. Modules of attnexp and the libraries it runs on are
@@ -10,21 +10,16 @@ only looked up, not imported, so a bad value elsewhere is still explained before
 from __future__ import annotations
 
 import importlib.util
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli.search_path import add_import_folders
-from attnexp.cli.typos import sweep_values
 from attnexp.errors import AttnexpError
 
-log = logging.getLogger("attnexp")
 # attnexp and the libraries its own configs name: found, not imported (importing torch here would slow every start)
 LOOKED_UP = {"attnexp", "torch", "pytorch_lightning", "lightning", "torchmetrics", "torchvision", "optuna"}
 RECIPE = (
@@ -111,40 +106,3 @@ def check_targets(cfg: DictConfig, searchpath: list[str], overrides: list[str]) 
         reason = explain_target(where, target, folders)
         if reason:
             raise AttnexpError(reason)
-
-
-def job_configs(config: DictConfig, config_name: str) -> Iterator[DictConfig]:
-    """The config of a sweep's first job and of each value of every swept group or ``_target_``, with the other sweeps
-    left at their defaults: every class the sweep's jobs will name, composed once each."""
-    from hydra import compose
-
-    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    fixed = [str(o.input_line) for o in parsed if not o.is_sweep_override()]
-    groups = set(config.hydra.runtime.choices)
-    yield config
-    for override in parsed:
-        key = override.get_key_element().lstrip("+~")
-        if not override.is_sweep_override() or not (key in groups or key.endswith("_target_")):
-            continue
-        for value in sweep_values(override):  # none for a sweep Hydra expands later: its jobs check themselves
-            yield compose(config_name, overrides=[*fixed, f"{key}={value}"], return_hydra_config=True)
-
-
-class TargetCheck(Callback):
-    """Runs :func:`check_targets` on a run's config, or on every class a sweep's jobs name, before any folder is made;
-    a problem is one paragraph and exit status 2, as other bad input."""
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check([config])
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(job_configs(config, str(kwargs.get("config_name") or config.hydra.job.config_name)))
-
-    @staticmethod
-    def _check(configs: Any) -> None:
-        try:
-            for cfg in configs:
-                check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
-        except AttnexpError as err:
-            log.error(f"Run not started: {err}")
-            sys.exit(2)

@@ -22,7 +22,6 @@ from typing import Any
 from attnexp.comparison.runs import ABSENT, Run, read_runs
 from attnexp.runs import metrics_file
 from attnexp.runs.fingerprint import NOT_METHOD, fingerprint, flat, left_out, method
-from attnexp.runs.provenance import sources_id
 
 HASH_SHOWN = 4  # hex digits of a source hash in a name: ``source changed: 3f2a…``
 
@@ -66,6 +65,10 @@ def started(run: Run) -> float:
         if path.exists():
             return path.stat().st_mtime
     return 0.0
+
+
+def sources_id(mixers: dict[str, dict[str, Any]] | None) -> str:
+    return ",".join(f"{name}={entry.get('sha256')}" for name, entry in sorted((mixers or {}).items()))
 
 
 def identity(run: Run, ignore: Sequence[str]) -> tuple[str, str]:

@@ -67,7 +67,7 @@ def read_runs(paths: Sequence[str | Path]) -> list[Run]:
     """Every run folder (holding metrics.json) under ``paths``, unnamed."""
     found = []
     for root in paths:
-        for folder in sorted(p.parent for p in Path(root).rglob(metrics_file.FILE)):
+        for folder in metrics_file.folders(root):
             overrides_file = folder / ".hydra" / "overrides.yaml"
             overrides = (
                 [str(o) for o in yaml.safe_load(overrides_file.read_text()) or []] if overrides_file.exists() else []

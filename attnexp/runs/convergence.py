@@ -1,7 +1,7 @@
 """Whether a run's budget ended while it was still improving: judged on its checkpoint metric's validation values.
 
-The rule: a run is still improving when its best validation value (later epochs win ties, as the checkpoint does) is
-at its last validated epoch, and that value beats the best of the epochs before the last quarter (the last
+The rule: a run is still improving when its best validation value (the earliest of equal values, as the checkpoint
+keeps it) is at its last validated epoch, and that value beats the best of the epochs before the last quarter (the last
 ceil(E / 4) of E validated epochs) by more than the metric's margin at that value
 (:func:`attnexp.runs.resolution.margin_at`: one standard error of an accuracy on the validation examples, 1% of a
 loss). One validation says nothing of a trend: no judgement.
@@ -23,7 +23,7 @@ def judge(history: Sequence[Sequence[float]], monitor: str, mode: str, examples:
     if len(values) < 2:
         return {"still_improving": None, "validations": len(values)}
     sign = 1.0 if mode == "max" else -1.0
-    best_epoch = max(values, key=lambda item: (sign * item[1], item[0]))[0]
+    best_epoch = max(values, key=lambda item: (sign * item[1], -item[0]))[0]
     last_epoch, last = values[-1]
     quarter = math.ceil(len(values) / 4)
     before = max(sign * v for _, v in values[:-quarter])

@@ -28,6 +28,7 @@ NOT_METHOD = (
     "paths",
     "logger",  # where files go, what is written
     "callbacks.progress_bar",
+    "callbacks.model_summary",
     "callbacks.epoch_lines",
     "callbacks.metrics_file",
     "callbacks.tensorboard_hparams",
@@ -109,9 +110,12 @@ def kept_as_written(cfg: DictConfig, text: str, setting: bool = True) -> bool:
     if setting and located:
         return True
     whole = re.fullmatch(r"\$\{([\w.]+)\}", text)
-    return whole is not None and isinstance(
-        OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig)
-    )
+    try:
+        return whole is not None and isinstance(
+            OmegaConf.select(cfg, whole.group(1), default=None), (DictConfig, ListConfig)
+        )
+    except Exception:  # a location known only once Hydra runs the job (its output folder)
+        return True
 
 
 def resolved(cfg: DictConfig, key: str, raw: str) -> Any:

@@ -1,9 +1,15 @@
-"""Run folders: where a run or sweep writes (a new folder, or with ``resume=true`` the previous one: the entrypoint
-finds it before Hydra makes one), and how sweep jobs and single runs are named (pure resolvers of the Hydra config)."""
+"""Where a run writes: its folder follows from its identity (:mod:`attnexp.runs.identity`) and seed,
+``<log_dir>/runs/<mixer>_<data>_<identity>/seed=<seed>``, so the same settings, code and data find the same folder
+(``resume=true`` continues it, a finished run is reported and skipped) and anything that differs gets its own.
+
+:func:`run_folder` is the resolver ``attnexp.run_folder`` of ``hydra.run.dir`` and of a sweep job's
+``hydra.sweep.subdir``: Hydra makes the folder; the pre-flight stage (:mod:`attnexp.cli.preflight`) asks the same
+function first, before any folder exists.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,8 +17,66 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.errors import AttnexpError
-from attnexp.runs import metrics_file
-from attnexp.runs.resume import comparable_overrides, matching_run
+from attnexp.runs import identity, metrics_file
+from attnexp.runs.fingerprint import config_record
+
+SHOWN = 8  # hex digits of the identity in a folder name
+FINISHED = (
+    metrics_file.OK,
+    metrics_file.UNTRAINED,
+    metrics_file.UNVALIDATED,
+    metrics_file.DIVERGED,
+)  # a rerun would compute the same: reported and skipped
+
+
+def targets(node: Any) -> list[str]:
+    """Every ``_target_`` under a plain config: the classes (and so the modules) a run imports."""
+    if isinstance(node, dict):
+        own = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
+        return own + [t for value in node.values() for t in targets(value)]
+    return [t for value in node for t in targets(value)] if isinstance(node, list) else []
+
+
+def what_ran(cfg: DictConfig, choices: dict[str, Any]) -> dict[str, Any]:
+    """The identity of the run ``cfg`` composes (Hydra's node aside; ``choices``: its config-group options), with the
+    code and data it stands for: ``{"identity", "code", "dataset"}``."""
+    config = config_record(cfg)
+    text = json.dumps([config, choices], sort_keys=True, default=str)
+    if text not in KNOWN:  # the resolver is asked again and again for one run
+        KNOWN[text] = compute(cfg, config, choices)
+    return KNOWN[text]
+
+
+KNOWN: dict[str, dict[str, Any]] = {}
+
+
+def compute(cfg: DictConfig, config: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
+    from hydra.utils import get_object, instantiate
+
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    for target in targets({k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain):
+        if "${" not in target:
+            get_object(target)  # a user's module is imported, so its helpers are seen
+    data = instantiate(cfg.data)
+    data.prepare_data()  # a download, or a copy from a system package, comes first: the files are then there
+    files = data.files() if hasattr(data, "files") else {}
+    code, dataset = identity.code(targets(config)), identity.dataset(files)
+    return {"identity": identity.key(choices, config, code["id"], dataset["id"]), "code": code, "dataset": dataset}
+
+
+def choices_of(hydra: Any) -> dict[str, str]:
+    """The config-group options Hydra chose (``hydra``: Hydra's node; its own groups left out)."""
+    found = OmegaConf.select(hydra, "runtime.choices", default=None) or {}
+    return {str(g): "null" if o is None else str(o) for g, o in found.items() if not str(g).startswith("hydra")}
+
+
+def run_folder(*, _root_: DictConfig) -> str:
+    """Resolver ``attnexp.run_folder``: the folder of the run the config composes."""
+    cfg = OmegaConf.masked_copy(_root_, [k for k in _root_ if k != "hydra"])
+    choices = choices_of(_root_.hydra)
+    short = what_ran(cfg, choices)["identity"][:SHOWN]
+    name = f"{choices.get('model')}_{choices.get('data')}_{short}".replace("/", "_")
+    return str(Path(str(cfg.paths.log_dir)).absolute() / "runs" / name / f"seed={cfg.seed}")
 
 
 def check_writable(root: str | Path) -> None:
@@ -24,98 +88,17 @@ def check_writable(root: str | Path) -> None:
     except OSError as err:
         raise AttnexpError(
             f"Cannot write run output under {path} ({err.strerror or err}). Choose another output root with "
-            "paths.log_dir=/a/writable/folder, or fix that folder's permissions. Nothing was written."
+            "paths.log_dir=/a/writable/folder, or fix that folder's permissions. Nothing was run or written."
         ) from None
 
 
-def resumed_folder(cfg: DictConfig, overrides: list[str], sweep: bool) -> str | None:
-    """The folder ``resume=true`` continues, if any: for a run, the newest run folder under ``paths.log_dir`` with the
-    settings and seed of ``cfg`` (a composed config; :func:`attnexp.runs.resume.matching_run`); for a sweep, the
-    newest sweep folder (``multirun.yaml``) made by the same command-line ``overrides``, those that cannot change the
-    method aside."""
-    root = Path(cfg.paths.log_dir) / ("multirun" if sweep else "runs")
-    if not sweep:
-        return matching_run(root, cfg, overrides)
-    wanted = comparable_overrides(overrides)
-    candidates = [
-        (path.stat().st_mtime, str(path.parent))
-        for path in root.rglob("multirun.yaml")
-        if comparable_overrides(OmegaConf.load(path).hydra.overrides.task) == wanted
-    ]
-    return max(candidates)[1] if candidates else None
-
-
-def job_dirname(overrides: str, num: int) -> str:
-    """Resolver for a sweep job's folder: its overrides that vary in the sweep (``hydra.job.override_dirname``, the
-    fixed ones excluded by :class:`attnexp.cli.sweep.SweepCallback`), one folder level each, the mixer first:
-    ``model=euclid/seed=1``. ``/`` inside a value becomes ``_``; where the name would be too long for file names,
-    ``job<num>_`` and a hash of it (the same for a resumed sweep); ``job<num>`` when nothing varies."""
-    items = name_items(overrides)
-    name = "/".join(items)
-    if not name:
-        return f"job{num}"
-    if max(len(item.encode()) for item in items) <= MAX_NAME:
-        return name
-    return f"job{num}_{short(name)}"
-
-
-def run_dirname(overrides: str) -> str:
-    """Resolver for the end of a single run's folder name, after ``<time>_<mixer>_<data>``: the command line's other
-    overrides (``hydra.job.override_dirname``), so that runs differing by ``seed=1`` differ by name in TensorBoard:
-    ``_seed=1,trainer.max_epochs=2``; a hash of them where they would make the name too long; nothing without any."""
-    items = [i for i in name_items(overrides) if i.lstrip("+~").split("=")[0] not in ("model", "data")]
-    name = ",".join(items)
-    return "" if not name else f"_{name}" if len(name.encode()) <= MAX_NAME else f"_{short(name)}"
-
-
-MAX_NAME = 200  # bytes of a folder name made of overrides; file systems allow 255
-
-
-def name_items(overrides: str) -> list[str]:
-    """The ``key=value`` items of an override dirname, ``/`` in values as ``_`` and without the quotes a path needed
-    on the command line (a folder name then reads back as one value), the mixer first."""
-    items = [item.replace("/", "_").replace("'", "").replace('"', "") for item in str(overrides).split(",") if item]
-    return sorted(items, key=lambda item: (not item.lstrip("+~").startswith("model="), item))
-
-
-def short(name: str) -> str:
-    return hashlib.sha1(name.encode()).hexdigest()[:12]
-
-
-def saved_hydra(output_dir: str | Path) -> Any:
-    """Hydra's own config (its ``hydra`` node) that Hydra saved in a finished run's folder, or None."""
-    saved = Path(output_dir) / ".hydra" / "hydra.yaml"
-    return OmegaConf.load(saved).hydra if saved.exists() else None
-
-
-class FolderTaken(AttnexpError):
-    """A new run's folder already holds another run's record."""
-
-
-def check_new_folder(output_dir: str | Path) -> None:
-    """A new run needs a folder of its own: one that holds a run's record (a folder named again with hydra.run.dir or
-    hydra.sweep.dir, or two search trials with the same values) would get two runs' curves and checkpoints."""
-    found = metrics_file.read(output_dir)
-    if found:
-        raise FolderTaken(
-            f"{output_dir} already holds a run (metrics.json status {found.get('status')}); a second run there would "
-            "mix its curves, checkpoints and record with it. Add resume=true to continue that run, or choose "
-            "another folder (hydra.run.dir=..., hydra.sweep.dir=...)."
-        )
-
-
-def resume_point(output_dir: str | Path) -> tuple[str, str | None]:
-    """What to do in a resumed run folder: ``("done", None)``, ``("continue", ckpt)`` or ``("fresh", None)``; a run
-    whose process still runs is refused (two processes would write one folder)."""
-    output_dir = Path(output_dir)
-    record = metrics_file.read(output_dir)
-    status = metrics_file.current_status(record, output_dir) if record else None
-    if status == metrics_file.OK:
-        return "done", None
-    if status in (metrics_file.RUNNING, metrics_file.TRAINED):
-        raise AttnexpError(
-            f"{output_dir} is still being trained by process {record.get('pid')} on this machine (metrics.json status "
-            f"{status}). Wait for it to end, or stop it (Ctrl-C or kill {record.get('pid')}), then resume."
-        )
-    last = output_dir / "checkpoints" / "last.ckpt"
-    return ("continue", str(last)) if last.exists() else ("fresh", None)
+def state(folder: str | Path) -> tuple[str, dict[str, Any]]:
+    """What a run folder holds: ``("new", {})``, ``("finished", record)`` (:data:`FINISHED`), ``("running", record)``
+    (its process still runs) or ``("unfinished", record)`` (failed, interrupted, abandoned)."""
+    record = metrics_file.read(folder)
+    if not record:
+        return "new", {}
+    status = metrics_file.current_status(record, folder)
+    if status in FINISHED:
+        return "finished", record
+    return ("running" if status in (metrics_file.RUNNING, metrics_file.TRAINED) else "unfinished"), record

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from attnexp.errors import AttnexpError
+
 FILE = "metrics.json"
 # running -> trained (fit done, test to come) -> ok; or failed, diverged, interrupted, bad_input (stopped by a bad
 # setting or file, exit status 2); untrained (no training batch ran) or unvalidated (no validation ran, so the test
@@ -47,10 +49,31 @@ def path(folder: str | Path) -> Path:
     return Path(folder) / FILE
 
 
+class DamagedRecord(AttnexpError):
+    """A ``metrics.json`` that cannot be read as a record (cut short, overwritten)."""
+
+
 def read(folder: str | Path) -> dict[str, Any]:
-    """The record of the run in ``folder``; empty if it has none."""
+    """The record of the run in ``folder``; empty if it has none; :class:`DamagedRecord`, naming the file, if it
+    cannot be read."""
     file = path(folder)
-    return json.loads(file.read_text()) if file.exists() else {}
+    if not file.exists():
+        return {}
+    try:
+        found = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DamagedRecord(
+            f"{file} is damaged ({type(err).__name__}: {err}); no record can be read from it."
+        ) from None
+    if not isinstance(found, dict):
+        raise DamagedRecord(f"{file} is damaged: it holds a {type(found).__name__}, not a run's record.")
+    return found
+
+
+def folders(root: str | Path) -> list[Path]:
+    """The run folders (holding a record) under ``root``, links followed (a sweep's folder links its jobs' runs)."""
+    found = {Path(top) for top, _, files in os.walk(root, followlinks=True) if FILE in files}
+    return sorted(found)
 
 
 def write(folder: str | Path, record: Mapping[str, Any]) -> None:

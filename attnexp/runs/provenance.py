@@ -1,59 +1,42 @@
-"""The code and machine a run ran on: each mixer class's module, file and source hash, attnexp's version (with its
-git commit, and whether the checkout had changes, when it runs from one), torch, Lightning, Python and the device."""
+"""The software and machine a run ran on: attnexp's version (with the git commit HEAD names, when it runs from a
+checkout), torch, Lightning and Python, and the device. Which code ran, file by file, is the run's identity
+(:mod:`attnexp.runs.identity`), so a checkout's uncommitted changes are seen there, exactly."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
-import inspect
 import platform
 from pathlib import Path
 from typing import Any
 
-from attnexp.runs import checkout
-
-SOURCE_DIGITS = 12  # hex digits of a source hash kept in a record
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def source_hash(path: str | Path) -> str | None:
-    """The sha256 of a file's bytes (its first :data:`SOURCE_DIGITS` hex digits); None when it cannot be read."""
+def commit(checkout: Path = CHECKOUT) -> str | None:
+    """The commit HEAD names in a git checkout (a worktree's ``.git`` file followed), read from git's files: the
+    package starts no programs."""
+    git = checkout / ".git"
+    if git.is_file() and git.read_text().startswith("gitdir:"):
+        git = (checkout / git.read_text().split(":", 1)[1].strip()).resolve()
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:SOURCE_DIGITS]
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head.split(":", 1)[1].strip()
+        common = git / (git / "commondir").read_text().strip() if (git / "commondir").is_file() else git
+        for folder in (git, common):
+            if (folder / ref).is_file():
+                return (folder / ref).read_text().strip()
+        packed = (common / "packed-refs").read_text().splitlines() if (common / "packed-refs").is_file() else []
+        return next((line.split()[0] for line in packed if line.endswith(f" {ref}")), None)
     except OSError:
         return None
 
 
-def mixer_sources(net: Any) -> dict[str, dict[str, Any]]:
-    """For each mixer class in the network ``net`` (built-in or not: :func:`attnexp.mixers.is_mixer`),
-    ``module.Class -> {module, file, sha256}``: the file that defines it and a hash of that file, so a change anywhere
-    in it (a helper beside the class, a constant) makes another version."""
-    from attnexp.mixers import is_mixer  # torch: only where a network is built
-
-    classes = {type(m) for m in net.modules() if is_mixer(m)}
-    found = {}
-    for cls in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
-        try:
-            file = inspect.getsourcefile(cls)
-        except TypeError:  # defined where Python keeps no file
-            file = None
-        found[f"{cls.__module__}.{cls.__qualname__}"] = {
-            "module": cls.__module__,
-            "file": file,
-            "sha256": source_hash(file) if file else None,
-        }
-    return found
-
-
-def sources_id(mixers: dict[str, dict[str, Any]] | None) -> str:
-    """One string for the source versions of a run's mixers (``""`` for a record without them)."""
-    return ",".join(f"{name}={entry.get('sha256')}" for name, entry in sorted((mixers or {}).items()))
-
-
 @functools.lru_cache(maxsize=1)
 def software() -> dict[str, Any]:
-    """attnexp's version (and, run from a git checkout, its commit and whether the checkout's attnexp/ or configs/
-    differ from it: :mod:`attnexp.runs.checkout`), torch, Lightning and Python."""
+    """attnexp's version and commit (None outside a checkout), torch, Lightning and Python."""
     import pytorch_lightning
     import torch
 
@@ -63,7 +46,7 @@ def software() -> dict[str, Any]:
         version = None
     return {
         "attnexp": version,
-        **checkout.describe(Path(__file__).resolve().parents[2]),
+        "commit": commit(),
         "torch": str(torch.__version__),
         "lightning": str(pytorch_lightning.__version__),
         "python": platform.python_version(),

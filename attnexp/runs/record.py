@@ -1,61 +1,80 @@
 """A run's record (``metrics.json``, :mod:`attnexp.runs.metrics_file`) and its one writer, :class:`RunRecord`.
 
-The entrypoint opens the record with what the run was asked to run (its settings); the training callback
-(:class:`attnexp.callbacks.record.RecordKeeper`) adds what ran, the metrics and the timings as the run goes; and a run
-that stops says how through the same object. Reads no torch.
+The record is self-contained: comparisons, ``resume=true`` and ``attnexp-predict`` read it alone. It opens with what the
+run is (schema, identity, code, data, settings, the command line, when it started and whether it continues an earlier
+start), the training callback (:class:`attnexp.callbacks.record.RecordKeeper`) adds what ran, the metrics and the
+timings as the run goes, and a run that stops says how through the same object. Reads no torch.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnexp.runs import metrics_file
-from attnexp.runs.fingerprint import Settings
+from omegaconf import DictConfig
+
+from attnexp.runs import folders, identity, metrics_file
+from attnexp.runs.fingerprint import NOT_METHOD, config_record
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 @dataclass
 class RunRecord:
-    """The record of the run in ``folder``: ``fields``, what it holds, and what the folder held when the run started
-    (``held``: its entries; ``fresh``: whether it held no record, i.e. it was made for this run)."""
+    """The record of the run in ``folder`` (``fields``: what it holds); ``resumed``: whether it continues a run the
+    folder held."""
 
     folder: Path
-    settings: Settings
     fields: dict[str, Any] = field(default_factory=dict)
-    held: frozenset[str] = frozenset()
-    fresh: bool = True
+    resumed: bool = False
 
     @classmethod
-    def open(cls, folder: str | Path, settings: Settings) -> RunRecord:
-        """The record a run in ``folder`` starts: the config-group options (``model`` as ``mixer``), the seed, the host
-        and process that write it, and the settings with their fingerprint. Nothing is written yet."""
-        folder, choices = Path(folder), settings.choices
+    def open(cls, folder: str | Path, cfg: DictConfig, choices: dict[str, str], overrides: list[str]) -> RunRecord:
+        """The record of the run ``cfg`` composes (``choices``: its config-group options, ``overrides``: its command
+        line), or the folder's record of an unfinished run of the same identity, which this start continues. Nothing
+        is written yet."""
+        folder, command = Path(folder), ["attnexp", *overrides]
+        what = folders.what_ran(cfg, choices)
+        found = metrics_file.read(folder)
+        process = {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.executable, "cwd": os.getcwd()}
+        if found.get("identity") == what["identity"] and found.get("schema") == identity.SCHEMA:
+            resumes = [*found.get("resumed", []), {"at": now(), "command": command, "from": None}]
+            return cls(folder, {**found, **process, "resumed": resumes}, resumed=True)
+        config = config_record(cfg)
         fields = {
+            "schema": identity.SCHEMA,
             "mixer": choices.get("model"),
             "data": choices.get("data"),
             "net": choices.get("net"),
             "task": choices.get("task"),
-            "seed": settings.config.get("seed"),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            **settings.record(),
+            "seed": config.get("seed"),
+            **what,
+            "command": command,
+            "overrides": overrides,
+            "started": now(),
+            "resumed": [],
+            "choices": choices,
+            "config": config,
+            "leaves_out": list(NOT_METHOD),
+            **process,
         }
-        held = frozenset(p.name for p in folder.iterdir()) if folder.is_dir() else frozenset()
-        return cls(folder, settings, fields, held, not metrics_file.path(folder).exists())
+        return cls(folder, fields)
 
     def write(self, **fields: Any) -> None:
-        """Add ``fields`` and write the whole record (atomically)."""
+        """Add ``fields`` and write the whole record (atomically); a new status is added to ``history``."""
+        status = fields.get("status")
+        if status and status != self.fields.get("status"):
+            fields["history"] = [*self.fields.get("history", []), [now(), status]]
         self.fields.update(fields)
         metrics_file.write(self.folder, self.fields)
 
-    def found(self) -> dict[str, Any]:
-        """The record in the folder now: this run's, another process's, or none."""
-        return metrics_file.read(self.folder)
-
     def ours(self) -> bool:
-        """Whether the folder's record (if any) is this process's: a record another process wrote (the run a resume
-        continues, a run already in the folder) holds nothing of this run."""
-        return self.found().get("pid", os.getpid()) == os.getpid()
+        """Whether the folder's record (if any) is this process's."""
+        return metrics_file.read(self.folder).get("pid", os.getpid()) == os.getpid()

@@ -12,9 +12,9 @@ PROBE = """
 import sys
 sys.argv = ["attnexp", *sys.argv[1:]]
 import attnexp.cli.compare, attnexp.cli.predict, attnexp.cli.sweep  # noqa: F401
-from attnexp.cli.train import main
+from attnexp.cli.train import cli
 try:
-    main()
+    cli()
 except SystemExit as stop:
     print("exit", stop.code)
 heavy = sorted(m for m in ("torch", "pytorch_lightning", "torchmetrics", "torchvision", "matplotlib")
@@ -92,19 +92,19 @@ def test_sweeps_run_a_job_per_core_without_a_gpu(monkeypatch, gpus, affinity, jo
 def test_a_path_holding_equals_signs_is_quoted_and_other_unreadable_overrides_explained(tmp_path):
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from attnexp.cli.validate import check_override_syntax, quote_path
+    from attnexp.cli.typos import check_syntax, quote_path
     from attnexp.errors import AttnexpError
 
-    folder = "outputs/runs/2026-11-25/15-00_dot_digits_seed=1,trainer.max_epochs=2/checkpoints/last.ckpt"
+    folder = "outputs/runs/dot_digits_3f2a9c01/seed=1,trainer.max_epochs=2/checkpoints/last.ckpt"
     assert quote_path(f"ckpt_path={folder}", ("ckpt_path",)) == f"ckpt_path='{folder}'"
     assert (
         quote_path("paths.log_dir=a=b", ()) == "paths.log_dir='a=b'"
         and quote_path("seed=1", ("ckpt_path",)) == "seed=1"
     )
-    check_override_syntax([f"ckpt_path='{folder}'", "seed=1", "--multirun", "model=dot,euclid"])
+    check_syntax([f"ckpt_path='{folder}'", "seed=1", "--multirun", "model=dot,euclid"])
     parser = OverridesParser.create()
     for name in ("a_data.path='x.tsv',seed=1", "b_data.path='x.tsv',note=\"y\"", "c=1"):  # folders of quoted overrides
         (override,) = parser.parse_overrides([quote_path(f"run=out/{name}", ("run",))])
         assert override.value() == f"out/{name}"
     with pytest.raises(AttnexpError, match=r"goes in quotes inside the argument: resume_from='a=b'"):
-        check_override_syntax(["resume_from=a=b"])
+        check_syntax(["resume_from=a=b"])

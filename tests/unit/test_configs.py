@@ -133,18 +133,39 @@ def test_data_picks_its_task_and_the_task_picks_the_checkpoint_metric(data, task
     assert path.parent == Path(callback.dirpath) and path.name == "epoch004-best0.2500.ckpt"  # no sub-folder from '/'
 
 
-@pytest.mark.parametrize(
-    "mode,best,current,replaces",
-    [("max", 0.5, 0.5, True), ("max", 0.5, 0.4, False), ("min", 0.2, 0.2, True), ("min", 0.2, 0.3, False)],
-)
-def test_a_tie_with_the_best_epoch_goes_to_the_later_one(mode, best, current, replaces):
-    from types import SimpleNamespace
-
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_the_earliest_of_equally_good_epochs_is_the_best_checkpoint_named_from_epoch_one(tmp_path, top_k):
+    """Lightning's rule, whatever save_top_k: a later epoch that ties the best does not replace it."""
+    import pytorch_lightning as pl
     import torch
 
     from attnexp.callbacks.checkpoints import BestCheckpoint
 
-    callback = BestCheckpoint(monitor="val/x", mode=mode, save_top_k=1)
-    callback.best_k_models, callback.kth_best_model_path = {"a.ckpt": torch.tensor(best)}, "a.ckpt"
-    trainer = SimpleNamespace(strategy=SimpleNamespace(reduce_boolean_decision=lambda decision: decision))
-    assert callback.check_monitor_top_k(trainer, torch.tensor(current)) is replaces
+    class Constant(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, batch_idx):
+            return (self.w - batch[0]).pow(2).sum()
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val/x", 0.5)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 1)), batch_size=2)
+    callback = BestCheckpoint(
+        dirpath=tmp_path,
+        filename="epoch{epoch:03d}",
+        auto_insert_metric_name=False,
+        monitor="val/x",
+        mode="max",
+        save_top_k=top_k,
+    )
+    trainer = pl.Trainer(
+        max_epochs=3, callbacks=[callback], logger=False, enable_progress_bar=False, enable_model_summary=False
+    )
+    trainer.fit(Constant(), data, data)
+    assert callback.best_model_path == str(tmp_path / "epoch001.ckpt")

@@ -10,7 +10,7 @@ import torch
 from helpers import causal_mixers, model_factory
 from omegaconf import OmegaConf
 
-from attnexp.cli.predict import encode_prompt
+from attnexp.prediction import encode_prompt
 from attnexp.cli.train import CONFIG_DIR, build_net
 from attnexp.data import Vocabulary
 from attnexp.errors import AttnexpError, explain, root_cause

@@ -1,40 +1,59 @@
-"""Run folders and records: single runs named by what their command set, a record left at running by a process that
-is gone read as abandoned, and which runs a comparison takes."""
+"""Run folders and records: a run's folder follows from its identity and seed, what a folder holds decides what a new
+start does, a record left at running by a process that is gone reads abandoned, and which runs a comparison takes."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
+from helpers import compose_cfg
 
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import resumed_folder, run_dirname
+from attnexp.runs.folders import run_folder, state
 
 
-def test_a_single_run_is_named_by_its_other_overrides_shortened_as_sweep_jobs_are():
-    assert run_dirname("data=mnist,model=euclid,seed=1,trainer.max_epochs=2") == "_seed=1,trainer.max_epochs=2"
-    assert run_dirname("data.path=/a/b.txt,model=dot") == "_data.path=_a_b.txt"  # no sub-folder from '/'
-    assert run_dirname("model=dot") == run_dirname("") == ""
-    long = "+note=" + "x" * 300
-    assert run_dirname(long) == run_dirname(long) != run_dirname(long + "y")  # resume=true finds it again
-    assert len(run_dirname(long)) == 13 and "x" not in run_dirname(long)
+def test_a_runs_folder_follows_from_its_identity_and_seed(tmp_path):
+    """outputs/runs/<mixer>_<data>_<identity>/seed=<n>: the seed is a folder of its own under its configuration, and
+    settings that cannot change a number find the same folder."""
+
+    def folder(*overrides):
+        return Path(run_folder(_root_=compose_cfg([f"paths.log_dir={tmp_path}", *overrides], tmp_path)))
+
+    plain = folder()
+    assert plain.parent.parent == tmp_path / "runs" and plain.name == "seed=0"
+    assert re.fullmatch(r"dot_digits_[0-9a-f]{8}", plain.parent.name)
+    assert folder("threads=1", "callbacks.progress_bar.refresh_rate=0") == plain
+    assert folder("seed=1") == plain.parent / "seed=1"
+    assert folder("module.optimizer.lr=0.01").parent != plain.parent
+    assert folder("model=euclid").parent.name.startswith("euclid_digits_")
 
 
-def test_resume_finds_the_sweep_of_the_same_command_whatever_its_hydra_overrides(tmp_path):
-    """A sweep's multirun.yaml keeps Hydra's own overrides (launcher, jobs) apart from the task's: the command line's
-    are compared without them, and the seeds, as the record's."""
-    from omegaconf import OmegaConf
+def test_what_a_run_folder_holds_decides_what_a_new_start_does(tmp_path):
+    alive = {"host": socket.gethostname(), "pid": os.getpid()}
+    cases = {
+        "empty": ({}, "new"),
+        "finished": ({"status": "ok", **alive}, "finished"),
+        "diverged": ({"status": "diverged", **alive}, "finished"),  # a rerun would diverge again
+        "interrupted": ({"status": "interrupted", **alive}, "unfinished"),
+        "failed": ({"status": "failed", **alive}, "unfinished"),
+        "training": ({"status": "running", **alive}, "running"),
+    }
+    for name, (record, kind) in cases.items():
+        if record:
+            metrics_file.write(tmp_path / name, record)
+        assert state(tmp_path / name)[0] == kind, name
 
-    sweep = tmp_path / "multirun" / "day" / "time"
-    sweep.mkdir(parents=True)
-    task = ["seed=3,4", "net.dim=16"]
-    OmegaConf.save({"hydra": {"overrides": {"hydra": ["hydra/launcher=basic"], "task": task}}}, sweep / "multirun.yaml")
-    cfg = OmegaConf.create({"paths": {"log_dir": str(tmp_path)}})
-    command = ["hydra/launcher=basic", "hydra.launcher.n_jobs=2", "seed=0,1", "net.dim=16", "resume=true"]
-    assert resumed_folder(cfg, command, sweep=True) == str(sweep)
-    assert resumed_folder(cfg, ["hydra/launcher=basic", "net.dim=32", "resume=true"], sweep=True) is None
+
+def test_a_damaged_record_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "metrics.json").write_text('{"status": "ok", "test/a')
+    with pytest.raises(metrics_file.DamagedRecord, match=rf"{tmp_path}/metrics.json is damaged"):
+        metrics_file.read(tmp_path)
 
 
 def test_a_record_left_running_by_a_process_that_is_gone_reads_abandoned(tmp_path):

@@ -1,5 +1,6 @@
-"""What a run records of what ran: the fingerprint of its settings (what cannot change the method left out), the
-git commit of the checkout, and whether its budget ended while it was still improving."""
+"""What a run records of what ran: its identity (settings, what cannot change a number left out; the code it imported;
+the data it read), the git commit of the checkout, whether its budget ended while it was still improving, and what
+the pre-flight stage says of a command line Hydra cannot compose."""
 
 from __future__ import annotations
 
@@ -9,21 +10,27 @@ import subprocess
 import pytest
 from helpers import compose_cfg
 
+from attnexp.cli.preflight import jobs_of
 from attnexp.cli.train import CONFIG_DIR
-from attnexp.cli.typos import check_composition, check_words
+from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
-from attnexp.runs import checkout, metrics_file
+from attnexp.runs import identity, provenance
 from attnexp.runs.convergence import judge
-from attnexp.runs.fingerprint import config_record, fingerprint, method
-from attnexp.runs.resume import check_same_sources
+from attnexp.runs.fingerprint import config_record
+from attnexp.runs.folders import choices_of
 
 
 def settings_of(overrides, tmp_path):
-    record = config_record(compose_cfg(overrides, tmp_path))
-    return record, fingerprint(method(record))
+    cfg = compose_cfg(overrides, tmp_path)
+    record = config_record(cfg)
+    return record, identity.key(choices_of(cfg.hydra), record, "code", "data")
 
 
-def test_the_fingerprint_counts_settings_not_their_spelling_nor_options_that_cannot_change_the_method(tmp_path):
+def check_composition(args, config_dir):
+    return jobs_of(args, config_dir)[0] if jobs_of(args, config_dir) else None
+
+
+def test_the_identity_counts_settings_not_their_spelling_nor_options_that_cannot_change_a_number(tmp_path):
     _, plain = settings_of(["model=dot"], tmp_path / "a")
     _, spelled = settings_of(
         [
@@ -35,6 +42,9 @@ def test_the_fingerprint_counts_settings_not_their_spelling_nor_options_that_can
             "module.divergence_check_every=5",
             "callbacks.progress_bar.refresh_rate=0",
             "logger=csv",
+            "trainer.precision=32",  # Lightning's other spelling of the default 32-true
+            "+trainer.profiler=simple",
+            "callbacks.checkpoint.save_top_k=3",  # more checkpoints kept: the best one is the same
         ],
         tmp_path / "b",
     )
@@ -84,42 +94,64 @@ def test_a_budget_is_still_improving_when_its_last_epoch_is_best_by_more_than_th
     assert judged["still_improving"] is improving
 
 
-def test_the_checkout_says_its_commit_and_whether_its_code_changed(tmp_path):
+def test_the_checkout_says_its_commit(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("no git program to make a repository with")
 
     def git(*args):
+        env = {
+            "GIT_AUTHOR_NAME": "a",
+            "GIT_AUTHOR_EMAIL": "a@b",
+            "GIT_COMMITTER_NAME": "a",
+            "GIT_COMMITTER_EMAIL": "a@b",
+        }
         subprocess.run(
-            ["git", "-C", str(tmp_path), *args],
-            check=True,
-            capture_output=True,
-            env={
-                "GIT_AUTHOR_NAME": "a",
-                "GIT_AUTHOR_EMAIL": "a@b",
-                "GIT_COMMITTER_NAME": "a",
-                "GIT_COMMITTER_EMAIL": "a@b",
-                "PATH": "/usr/bin:/bin",
-            },
+            ["git", "-C", str(tmp_path), *args], check=True, capture_output=True, env={**env, "PATH": "/usr/bin:/bin"}
         )
 
-    (tmp_path / "attnexp").mkdir()
-    (tmp_path / "attnexp" / "mixer.py").write_text("x = 1\n")
-    (tmp_path / "notes.txt").write_text("not code\n")
+    (tmp_path / "notes.txt").write_text("x\n")
     git("init", "-q")
     git("add", ".")
     git("commit", "-q", "-m", "one")
-    head = subprocess.run(
-        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    assert checkout.describe(tmp_path) == {"commit": head, "modified": False}
-    (tmp_path / "notes.txt").write_text("changed, but no code\n")
-    assert checkout.describe(tmp_path)["modified"] is False
-    (tmp_path / "attnexp" / "mixer.py").write_text("x = 2\n")
-    assert checkout.describe(tmp_path)["modified"] is True
-    (tmp_path / "attnexp" / "mixer.py").write_text("x = 1\n")
-    (tmp_path / "attnexp" / "new.py").write_text("y = 1\n")
-    assert checkout.describe(tmp_path)["modified"] is True
-    assert checkout.describe(tmp_path / "attnexp") == {}  # not a checkout's root
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert provenance.commit(tmp_path) == head.strip()
+    git("pack-refs", "--all")  # the branch's ref now lives in packed-refs
+    assert provenance.commit(tmp_path) == head.strip()
+    assert provenance.commit(tmp_path / "nothing") is None  # not a checkout
+
+
+def test_the_code_identity_covers_every_file_of_attnexp_and_the_users_modules_with_their_helpers(tmp_path, monkeypatch):
+    """An edit anywhere in attnexp (not only in the mixer), or in a helper the user's mixer imports, is another code."""
+    package = tmp_path / "site" / "attnexp"
+    (package / "data").mkdir(parents=True)
+    (package / "data" / "digits.py").write_text("SPLIT = 1\n")
+    monkeypatch.setattr(identity, "PACKAGE", package)
+    user = tmp_path / "project"
+    user.mkdir()
+    (user / "scale_helper.py").write_text("SCALE = 1.0\n")
+    (user / "my_mixer.py").write_text("from scale_helper import SCALE\n\nclass Mine:\n    scale = SCALE\n")
+    monkeypatch.syspath_prepend(str(user))
+    import my_mixer  # noqa: F401
+
+    first = identity.code(["my_mixer.Mine"])
+    assert set(first["files"]) == {"attnexp/data/digits.py", "my_mixer.py", "scale_helper.py"}
+    (user / "scale_helper.py").write_text("SCALE = 2.0\n")
+    helper_changed = identity.code(["my_mixer.Mine"])
+    (package / "data" / "digits.py").write_text("SPLIT = 2\n")
+    attnexp_changed = identity.code(["my_mixer.Mine"])
+    assert len({first["id"], helper_changed["id"], attnexp_changed["id"]}) == 3
+    assert identity.differing_code(first, attnexp_changed) == ["attnexp/data/digits.py", "scale_helper.py"]
+
+
+def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(tmp_path):
+    for place in ("a", "b"):
+        (tmp_path / place).mkdir()
+        (tmp_path / place / "train.idx").write_bytes(b"\x00" * 10)
+    here, there = (identity.dataset({"MNIST/raw/train.idx": tmp_path / p / "train.idx"}) for p in ("a", "b"))
+    assert here == there and here["files"]["MNIST/raw/train.idx"]["size"] == 10
+    (tmp_path / "b" / "train.idx").write_bytes(b"\x01" * 10)
+    assert identity.dataset({"MNIST/raw/train.idx": tmp_path / "b" / "train.idx"})["id"] != here["id"]
+    assert identity.dataset({})["id"] == identity.dataset({})["id"]  # generated data: its settings tell it apart
 
 
 @pytest.mark.parametrize(
@@ -133,11 +165,13 @@ def test_the_checkout_says_its_commit_and_whether_its_code_changed(tmp_path):
             ["net.heads=2 sets net.heads, which is not a key", "Did you mean model.heads?"],
         ),
         (["+seed=1"], ["which the config already has: set it without '+' (seed=1)"]),
-        (["-m", "model=dot,euclid", "model.eps=0.1"], ["a key of model=euclid only: every job of the sweep gets it"]),
         (
-            ["-m", "model=euclid,dot", "model.eps=0.1"],
-            ["model.eps is not a key of model=dot: every job of the sweep gets it"],
+            ["-m", "model=dot,euclid", "model.eps=0.1"],
+            ["In the sweep's job model=dot model.eps=0.1", "Every job of a sweep gets each key it sets"],
         ),
+        (["-m", "model=euclid,dot", "model.eps=0.1"], ["In the sweep's job model=dot model.eps=0.1"]),
+        (["resume=flase"], ["resume=flase is not allowed", "not a valid bool"]),
+        (["test=maybe"], ["test=maybe is not allowed", "not a valid bool"]),
         (
             ["trainer.max_time=00:00:05:00"],
             ["pytorch_lightning.Trainer takes max_time: add it with +trainer.max_time=00:00:05:00"],
@@ -162,20 +196,6 @@ def test_a_list_split_by_a_space_is_explained_and_good_command_lines_pass():
         ["-m", "model=euclid,dot", "seed=0,1", "+trainer.max_time=00:00:05:00", "hydra/launcher=basic"], CONFIG_DIR
     )
     check_composition(["hydra.mode=MULTIRUN", "model=euclid,dot", "model.heads=[1]"], CONFIG_DIR)
-
-
-def test_resume_refuses_a_run_whose_mixer_source_changed(tmp_path):
-    mixers = {"mine.Mine": {"module": "mine", "file": "mine.py", "sha256": "3f2a11111111"}}
-    metrics_file.write(tmp_path, {"status": "interrupted", "mixers": mixers})
-    check_same_sources(tmp_path, mixers)  # the same source: continued
-    with pytest.raises(
-        AttnexpError,
-        match=r"another version of its mixer's source \(mine.Mine in mine.py: 3f2a11111111 there, "
-        r"9b1c22222222 now\), so resume=true cannot continue it",
-    ):
-        check_same_sources(tmp_path, {"mine.Mine": {**mixers["mine.Mine"], "sha256": "9b1c22222222"}})
-    metrics_file.write(tmp_path, {"status": "interrupted"})
-    check_same_sources(tmp_path, {})  # a record of an earlier version says nothing of its source
 
 
 def test_a_key_given_twice_composes_as_hydra_composes_it():

@@ -1,0 +1,309 @@
+"""The pre-flight stage: everything on a command line that can be wrong is found before any folder exists, and
+explained in one paragraph (exit status 2). It reads the command line (:mod:`attnexp.cli.typos`), composes each job
+of it once (a sweep's every combination; Hydra's types, :mod:`attnexp.cli.schema`, refuse a value of the wrong
+type), checks the values no constructor owns, that every class can be loaded (:mod:`attnexp.cli.targets`), builds
+the data and the network as a run would (on PyTorch's meta device: nothing is allocated; a constructor refuses its
+own bad arguments), and finds each job's folder from its identity (:mod:`attnexp.runs.folders`): a folder whose run
+is still training, or that holds an unfinished run without ``resume=true``, is refused. An error in the user's own
+code is no bad input: the run meets it and records it, traceback included."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnexp.cli import targets, typos
+from attnexp.cli.typos import NOTHING
+from attnexp.errors import AttnexpError, is_bad_input, root_cause
+from attnexp.rules import RULES, Rule, check_value
+
+NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
+CONSTRUCTED = ("net", "data", "module")  # our classes: their constructors' rules are applied before torch is imported
+RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
+    "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
+    "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for the default", "1"),
+    "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: none, with max_steps)", "5"),
+    "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
+    "trainer.accumulate_grad_batches": Rule(int, lambda v: v > 0, "a positive integer", "4"),
+    "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
+    "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' or 'value'", "norm"),
+    "module.optimizer.lr": Rule(float, lambda v: 0 < v < math.inf, "a finite positive number such as 3e-3", "3e-3"),
+}
+
+
+def check(args: Sequence[str], config_dir: str, config_name: str = "train", folders: bool = True) -> list[DictConfig]:
+    """The configs of the command line's jobs, each checked (none where Hydra alone answers: ``--help``, ``--cfg``);
+    :class:`AttnexpError` for the first problem found. ``folders``: the jobs write run folders (the conformance kit
+    writes none)."""
+    jobs = jobs_of(args, config_dir, config_name)
+    if not jobs or {a.split("=", 1)[0] for a in args if a.startswith("-")} & NOT_RUN:
+        return []
+    for cfg in jobs:
+        check_values(cfg)
+    if is_sweep(args, jobs[0]):
+        check_launcher(jobs[0])
+    for cfg in {json_key(c, ("model", "net", "data", "task", "module")): c for c in jobs}.values():
+        targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
+        check_build(cfg)
+    if folders:
+        check_folders(jobs)
+    return jobs
+
+
+def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") -> list[DictConfig]:
+    """The config of every job of the command line, composed once each (none where Hydra alone reads it:
+    ``--help``); what cannot be read or composed is explained."""
+    from hydra import initialize_config_dir
+
+    typos.check_words(args)
+    parsed = typos.check_syntax(args)
+    if {a.split("=", 1)[0] for a in args if a.startswith("-")} & typos.NOT_COMPOSED:
+        return []
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+        return compose_jobs(args, parsed, config_name)
+
+
+def json_key(cfg: DictConfig, keys: Sequence[str]) -> str:
+    return str(OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in keys if k in cfg]), resolve=False))
+
+
+def sweep_values(override: Any) -> list[str]:
+    """The values of a parsed override as written (one for a plain override; none for a range Hydra expands)."""
+    if not override.is_sweep_override():
+        return [override.get_value_element_as_str()]
+    try:
+        return list(override.sweep_string_iterator())
+    except Exception:
+        return []
+
+
+def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -> list[DictConfig]:
+    """The config of every job the command line makes: each combination of a basic sweep's values, else the first."""
+    lists = [
+        [f"{o.get_key_element()}={v}" for v in sweep_values(o)] if o.is_sweep_override() else [o.input_line]
+        for o in parsed
+    ]
+    first = [values[0] for values in lists if values]
+    swept = [o.input_line for o in parsed if o.is_sweep_override()]
+    cfg = composed(config_name, first, sweep=bool(swept))
+    if swept and not is_sweep(args, cfg):
+        raise AttnexpError(
+            f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to run them, "
+            f"or give one value (a list as one value is written key=[a,b]). {NOTHING}"
+        )
+    basic = str(cfg.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper")
+    if not swept or not basic or not all(lists):
+        return [cfg]
+    jobs = [list(job) for job in itertools.product(*lists)]
+    return [cfg if job == first else composed(config_name, job, sweep=True) for job in jobs]
+
+
+def composed(config_name: str, job: list[str], sweep: bool = False) -> DictConfig:
+    from hydra import compose
+
+    try:
+        return compose(config_name, overrides=job, return_hydra_config=True)
+    except Exception as err:
+        if not sweep:
+            raise AttnexpError(typos.explain(err, job, config_name)) from None
+        told = typos.explain(err, job, config_name).removesuffix(f" {NOTHING}")
+        raise AttnexpError(
+            f"In the sweep's job {' '.join(job)}: {told} Every job of a sweep gets each key it sets: sweep options "
+            f"that take a key on their own. {NOTHING}"
+        ) from None
+
+
+def is_sweep(args: Sequence[str], cfg: Any) -> bool:
+    """``--multirun`` (``-m``), or ``hydra.mode: MULTIRUN`` in the config (which ``--cfg`` and ``--info`` do not
+    follow)."""
+    flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
+    configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
+    return bool(flags & {"-m", "--multirun"}) or (configured and not flags & {"-c", "--cfg", "-i", "--info"})
+
+
+def check_values(cfg: DictConfig) -> None:
+    """The ranges of keys no constructor owns (:data:`RANGES`), the rules our constructors apply to their arguments
+    (:data:`attnexp.rules.RULES`, before torch is imported), a budget that ends and a schedule that can run."""
+    for key, rule in RANGES.items():
+        check_value(key, OmegaConf.select(cfg, key, default=None), rule)
+    for group in CONSTRUCTED:
+        for key, value in flat(OmegaConf.select(cfg, group, default=None), group):
+            if key.rpartition(".")[2] in RULES:
+                check_value(key, value, RULES[key.rpartition(".")[2]])
+    trainer = cfg.trainer
+    if trainer.max_epochs == -1 and trainer.max_steps == -1 and trainer.get("max_time") is None:
+        raise AttnexpError(
+            "trainer.max_epochs=-1 with trainer.max_steps=-1 trains without end: -1 means no limit on epochs when "
+            "trainer.max_steps (or trainer.max_time) sets one. E.g. trainer.max_epochs=5, or trainer.max_steps=1000. "
+            + NOTHING
+        )
+    t_max = OmegaConf.select(cfg, "module.scheduler.T_max", default=1)
+    if isinstance(t_max, bool) or not isinstance(t_max, int) or t_max <= 0:
+        raise AttnexpError(
+            f"module.scheduler.T_max={t_max} is not allowed: the cosine schedule anneals over T_max epochs "
+            "(trainer.max_epochs unless set), a positive integer. Training by trainer.max_steps, set T_max to the "
+            f"epochs those steps make, or drop the schedule with module/scheduler=null. {NOTHING}"
+        )
+
+
+def flat(node: Any, where: str) -> list[tuple[str, Any]]:
+    """The leaves of a config node with their keys; another group's node (an interpolation) is checked there."""
+    if not isinstance(node, DictConfig):
+        return []
+    found = []
+    for key in node:
+        if OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]
+            continue
+        value = node[key]
+        found += flat(value, f"{where}.{key}") if isinstance(value, DictConfig) else [(f"{where}.{key}", value)]
+    return found
+
+
+def check_launcher(cfg: DictConfig) -> None:
+    """``hydra.launcher.n_jobs`` must be a count joblib takes; ``hydra/launcher=slurm`` needs SLURM's ``sbatch``."""
+    launcher = cfg.hydra.launcher
+    target = str(launcher.get("_target_", ""))
+    n_jobs = launcher.get("n_jobs")
+    if target.endswith("JoblibLauncher") and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise AttnexpError(
+            f"hydra.launcher.n_jobs={n_jobs!r} is not allowed: it is how many sweep jobs run at once, a positive "
+            "integer, or -1 for one per core. E.g. hydra.launcher.n_jobs=2, or hydra/launcher=basic to run the jobs "
+            f"one after the other. {NOTHING}"
+        )
+    if target.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
+        raise AttnexpError(
+            "hydra/launcher=slurm submits each job to a SLURM cluster with sbatch, which is not on this machine's "
+            "PATH. Run the sweep on the cluster's login node, or here with the default launcher (jobs side by side) "
+            f"or hydra/launcher=basic (one after the other). {NOTHING}"
+        )
+
+
+def check_build(cfg: DictConfig) -> None:
+    """Build the data, the network (on the meta device), the task and the optimizer as the run will, so that a bad
+    argument, a missing file or a checkpoint of another model is refused now; an error of the user's code is left to
+    the run, which records it."""
+    import torch
+    from hydra.utils import instantiate
+
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise AttnexpError(
+            f"trainer.accelerator={accelerator} asks for a GPU, but PyTorch sees none on this machine (torch "
+            f"{torch.__version__}). Use trainer=cpu, or trainer=default to pick whatever accelerator is present."
+        )
+    try:
+        data = instantiate(cfg.data)
+        data.prepare_data()
+        data.setup()  # sizes that do not fit are found when the data is read: the run then takes it as it is
+        PREPARED[:] = [(json_key(cfg, ("data", "paths")), data)]
+        with torch.device("meta"):
+            net = build_net(cfg.net, data.spec)
+        instantiate(cfg.task)
+        check_optimizer(cfg, [torch.nn.Parameter(torch.zeros(1))])
+        if cfg.get("ckpt_path"):
+            from attnexp.callbacks.checkpoints import check_checkpoint
+
+            check_checkpoint(cfg.ckpt_path, net, f"ckpt_path={cfg.ckpt_path}")
+    except Exception as err:
+        if is_bad_input(err):
+            raise root_cause(err) from None
+
+
+PREPARED: list[tuple[str, Any]] = []  # the data module the last check read, for the run that follows in this process
+
+
+def prepared_data(cfg: DictConfig) -> Any:
+    """The data module the pre-flight stage read for ``cfg``, once; else a new one."""
+    from hydra.utils import instantiate
+
+    key = json_key(cfg, ("data", "paths"))
+    found = [data for k, data in PREPARED if k == key]
+    PREPARED.clear()
+    return found[0] if found else instantiate(cfg.data)
+
+
+def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:
+    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
+    from hydra.utils import instantiate
+
+    unknown = unaccepted(net_cfg._target_, spec)
+    if unknown:
+        fits = [f"net={name}" for name, target in network_options() if not unaccepted(target, spec)]
+        raise AttnexpError(
+            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
+            f"and the network takes no {unknown}. Drop the net= override (each data config picks a network that "
+            f"fits it) or pick one that does: {', '.join(fits) or 'none of the net options'}."
+        )
+    return instantiate(net_cfg, **spec)
+
+
+def network_options() -> list[tuple[str, str]]:
+    """Every option of the ``net`` config group, with the class it builds."""
+    from attnexp.cli.search_path import config_dir
+
+    return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((config_dir() / "net").glob("*.yaml"))]
+
+
+def unaccepted(target: str, keys: Any) -> list[str]:
+    """The ``keys`` that the callable ``target`` (a dotted path) takes no argument for."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    params = inspect.signature(get_object(target)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return sorted(str(k) for k in keys if k not in params)
+
+
+def check_optimizer(cfg: DictConfig, params: list[Any]) -> None:
+    """Every key of ``module.optimizer`` must be an argument of its class (switching ``_target_`` keeps the default's
+    ``fused``, which not every optimizer takes)."""
+    import inspect
+
+    from hydra.utils import get_object, instantiate
+
+    node = cfg.module.optimizer
+    taken = inspect.signature(get_object(node._target_)).parameters
+    unknown = [str(k) for k in node if not str(k).startswith("_") and k not in taken]
+    if unknown:
+        raise AttnexpError(
+            f"module.optimizer sets {', '.join(unknown)}, which {node._target_} does not take (it takes "
+            f"{', '.join(k for k in taken if k != 'params')}). Remove it with "
+            f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or choose an optimizer that takes it."
+        )
+    instantiate(node)(params)
+
+
+def check_folders(jobs: list[DictConfig]) -> None:
+    """Each job's folder (from its identity and seed): not shared by two jobs, not still training, and holding no
+    unfinished run unless ``resume=true`` continues it."""
+    from attnexp.runs.folders import check_writable, run_folder, state
+
+    check_writable(jobs[0].paths.log_dir)
+    found: dict[str, list[str]] = {}
+    problems = []
+    for cfg in jobs:
+        folder = run_folder(_root_=cfg)
+        found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
+        kind, record = state(folder)
+        if kind == "running":
+            problems.append(f"{folder} is still being trained by process {record.get('pid')} (wait for it, or stop it)")
+        elif kind == "unfinished" and not cfg.resume:
+            problems.append(
+                f"{folder} holds an unfinished run of these settings (status {record.get('status')}): add "
+                "resume=true to continue it from its last checkpoint, or delete the folder to start again"
+            )
+    shared = [f"{' and '.join(names)} into {folder}" for folder, names in found.items() if len(names) > 1]
+    if shared:
+        raise AttnexpError(
+            f"These jobs would run the same settings, code, data and seed into one folder: {'; '.join(shared)}. "
+            f"A value is listed twice, or two spellings mean the same. List each value once. {NOTHING}"
+        )
+    if problems:
+        raise AttnexpError("; ".join(problems) + ". " + NOTHING)

@@ -1,0 +1,38 @@
+"""attnexp's Hydra plugin, found by Hydra's plugin discovery in the ``hydra_plugins`` namespace: the user's configs on
+the search path of attnexp's commands (:mod:`attnexp.cli.search_path`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+from attnexp.cli.search_path import add_import_folders, config_dir, hidden_options, user_search_path, working_configs
+
+PROVIDER = "attnexp user configs"
+
+
+class UserConfigs(SearchPathPlugin):
+    """Adds the user's configs to the search path of attnexp's commands (after attnexp's own) and makes the working
+    directory's user folder importable; other Hydra apps in the same process are left alone."""
+
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        own = config_dir().resolve()
+        if not any(
+            e.provider == "main" and Path(e.path.removeprefix("file://")).resolve() == own
+            for e in search_path.get_path()
+        ):
+            return
+        for entry in user_search_path():
+            search_path.append(PROVIDER, entry)
+        add_import_folders()
+        local = working_configs()
+        hidden = hidden_options(local) if local else []
+        if hidden:  # a mixer of one's own named like a built-in one would run the built-in under its name
+            logging.getLogger("attnexp").warning(
+                f"{', '.join(f'{local}/{h}.yaml' for h in hidden)}: "
+                "attnexp has options of these names, and its own are "
+                "used. Rename yours (e.g. configs/model/mine.yaml) to use them."
+            )
