@@ -64,6 +64,11 @@ RULES: dict[str, Rule] = {
         bool, lambda v: True, "true or false (each queried key is followed by its value in the input)", "false"
     ),
     "num_tokens": _positive_int("a positive integer (data tokens to copy)"),
+    "num_attention": _positive_int("a positive integer (inputs whose attention maps are drawn)"),
+    "num_predictions": _positive_int("a positive integer (inputs shown with their predictions)"),
+    "num_examples": _positive_int("a positive integer (examples shown with their outputs)"),
+    "max_tokens": _positive_int("a positive integer (tokens shown in a text attention map)"),
+    "top_k": _positive_int("a positive integer (next tokens shown)"),
     "max_depth": _positive_int("a positive integer (nested operators)"),
     "max_args": _positive_int("an integer >= 2 (arguments per operator)"),
     "max_length": _positive_int("a positive integer (tokens per expression)"),

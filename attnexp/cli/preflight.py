@@ -23,7 +23,7 @@ from attnexp.errors import AttnexpError, is_bad_input, root_cause
 from attnexp.rules import RULES, Rule, check_value
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
-CONSTRUCTED = ("net", "data", "module")  # our classes: their constructors' rules are applied before torch is imported
+CONSTRUCTED = ("net", "data", "module", "task")  # our classes: their rules are applied before torch is imported
 RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
     "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
     "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for the default", "1"),
@@ -208,7 +208,7 @@ def check_build(cfg: DictConfig) -> None:
         if cfg.get("ckpt_path"):
             from attnexp.callbacks.checkpoints import check_checkpoint
 
-            check_checkpoint(cfg.ckpt_path, net, f"ckpt_path={cfg.ckpt_path}")
+            check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
     except Exception as err:
         if is_bad_input(err):
             raise root_cause(err) from None

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
-from attnexp.runs.fingerprint import BUDGET, flat, method
+from attnexp.settings import BUDGET, flat, method
 
 
 class Row(Protocol):

@@ -1,6 +1,6 @@
 """Naming configurations: runs are grouped by what ran, and each group named by what tells it apart from the others.
 
-What ran is a run's settings (its fingerprint: :mod:`attnexp.runs.fingerprint`) and the source of its mixer classes
+What ran is a run's settings (its fingerprint: :mod:`attnexp.settings`) and the source of its mixer classes
 (:mod:`attnexp.runs.provenance`). A configuration's name lists, the mixer first:
 
 - the config-group options that differ (``model=euclid``), unless they follow from the options already named (the
@@ -21,7 +21,8 @@ from typing import Any
 
 from attnexp.comparison.runs import ABSENT, Run, read_runs
 from attnexp.runs import metrics_file
-from attnexp.runs.fingerprint import NOT_METHOD, fingerprint, flat, left_out, method
+from attnexp.runs.identity import digest as fingerprint
+from attnexp.settings import NOT_METHOD, flat, left_out, method
 
 HASH_SHOWN = 4  # hex digits of a source hash in a name: ``source changed: 3f2a…``
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -84,6 +85,19 @@ class CaptionsDataModule(Seq2SeqDataModule):
         self.val_fraction, self.patch_size, self.root, self.download = val_fraction, patch_size, root, download
         self.split_seed = split_seed
         self.stats: dict[str, float] = {}
+
+    def prepare_data(self) -> None:
+        """MNIST's files in place (downloaded where allowed) for images=mnist."""
+        if self.images == "mnist":
+            from attnexp.data.mnist import MNISTDataModule
+
+            MNISTDataModule(root=self.root, download=self.download).prepare_data()
+
+    def files(self) -> dict[str, Path]:
+        """The files a run reads (MNIST's, for images=mnist), named under the data root (a run's data identity)."""
+        from attnexp.data.mnist import MNISTDataModule
+
+        return MNISTDataModule(root=self.root).files() if self.images == "mnist" else {}
 
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Training images and labels, test images and labels: (N, 1, H, W) in [0, 1], (N,)."""

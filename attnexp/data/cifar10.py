@@ -44,6 +44,11 @@ class CIFAR10DataModule(ImageDataModule):
         if not all((folder / name).is_file() for name in BATCH_FILES):
             self._read(train=True)
 
+    def files(self) -> dict[str, Path]:
+        """The files a run reads, named as they lie under the data root (a run's data identity)."""
+        folder = Path(self.root).resolve() / CIFAR10.base_folder
+        return {f"{CIFAR10.base_folder}/{name}": folder / name for name in BATCH_FILES}
+
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         train, test = self._read(train=True), self._read(train=False)
         return (*self._tensors(train), *self._tensors(test))

@@ -71,6 +71,10 @@ class MNISTDataModule(ImageDataModule):
             return
         self._read(train=True)
 
+    def files(self) -> dict[str, Path]:
+        """The files a run reads, named as they lie under the data root (a run's data identity)."""
+        return {f"{self.folder}/raw/{name}": self.raw / name for name in IDX_FILES}
+
     def load(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         train, test = self._read(train=True), self._read(train=False)
         return train.data.unsqueeze(1), train.targets, test.data.unsqueeze(1), test.targets

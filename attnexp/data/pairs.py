@@ -4,6 +4,7 @@ parallel-text downloads."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
@@ -59,6 +60,10 @@ class PairsDataModule(Seq2SeqDataModule):
         check_level(level)
         self.path, self.level = path, level
         self.fractions = split_fractions(val_fraction, test_fraction)
+
+    def files(self) -> dict[str, Path]:
+        """The file a run reads, by its name (a run's data identity)."""
+        return {Path(self.path).name: Path(self.path).expanduser()} if self.path else {}
 
     def split(self, pairs: Sequence[Any]) -> dict[str, Sequence[Any]]:
         """Train, val and test parts by position."""

@@ -135,6 +135,10 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         self.setup()
         return {"vocab_size": len(self.vocab), "context": self.context}
 
+    def files(self) -> dict[str, Path]:
+        """The file a run reads, by its name (a run's data identity); the built-in corpus reads none."""
+        return {Path(self.path).name: Path(self.path).expanduser()} if self.path else {}
+
     def read_tokens(self) -> list[str]:
         if self.path is None:
             raise AttnexpError("data=text needs a file: add data.path=/path/to/file.txt (any UTF-8 text).")

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp.errors import AttnexpError
 from attnexp.runs import identity, metrics_file
-from attnexp.runs.fingerprint import config_record
+from attnexp.settings import config_record
 
 SHOWN = 8  # hex digits of the identity in a folder name
 FINISHED = (

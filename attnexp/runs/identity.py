@@ -1,4 +1,4 @@
-"""A run's identity: what ran. Its method settings (:func:`attnexp.runs.fingerprint.method`) and the config-group
+"""A run's identity: what ran. Its method settings (:func:`attnexp.settings.method`) and the config-group
 options that name them, the code it imported (every source file of attnexp, and the user's modules: a mixer and the
 helpers it imports) and the data it read (files by size and hash; generated data by its settings, which are method
 settings). Two runs of one identity and seed ran the same computation; runs whose code or data differ are different
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnexp.runs.fingerprint import method
+from attnexp.settings import method
 
 SCHEMA = 2  # metrics.json's layout: records of another schema are refused by comparisons and resume, never guessed at
 DIGITS = 12  # hex digits of an identity and of each file hash

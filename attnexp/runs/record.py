@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnexp.runs import folders, identity, metrics_file
-from attnexp.runs.fingerprint import NOT_METHOD, config_record
+from attnexp.settings import NOT_METHOD, config_record
 
 
 def now() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnexp.rules import check
 from attnexp.tasks.base import Forward, Task
 
 
@@ -17,6 +18,7 @@ class ImageClassification(Task):
         self, monitor: str = "val/acc", mode: str = "max", num_attention: int = 2, num_predictions: int = 32
     ) -> None:
         super().__init__(monitor, mode)
+        check("task", num_attention=num_attention, num_predictions=num_predictions)
         self.num_attention, self.num_predictions = num_attention, num_predictions
 
     def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:

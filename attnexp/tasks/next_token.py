@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor
 
+from attnexp.rules import check
 from attnexp.tasks.base import Forward, Task
 
 
@@ -23,6 +24,7 @@ class NextToken(Task):
 
     def __init__(self, monitor: str = "val/loss", mode: str = "min", max_tokens: int = 24, top_k: int = 15) -> None:
         super().__init__(monitor, mode)
+        check("task", max_tokens=max_tokens, top_k=top_k)
         self.max_tokens, self.top_k = max_tokens, top_k
 
     def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:

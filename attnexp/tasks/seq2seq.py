@@ -58,7 +58,7 @@ class Seq2SeqTask(Task):
         num_examples: int = 4,
     ) -> None:
         super().__init__(monitor, mode)
-        check("task", beam=beam)
+        check("task", beam=beam, num_examples=num_examples)
         if text_metric not in TEXT_METRICS:
             raise AttnexpError(
                 f"task.text_metric={text_metric!r} is not a text metric. Allowed: {', '.join(TEXT_METRICS)}."

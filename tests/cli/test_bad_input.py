@@ -33,7 +33,12 @@ CASES = {
     "val split too large": (["data.val_size=2000"], ["val_size=2000 leaves nothing to train on", "1437"], 2),
     "missing ckpt": (["ckpt_path=/nowhere/last.ckpt"], ["ckpt_path=/nowhere/last.ckpt does not exist"], 2),
     "gpu without gpu": (["trainer=gpu"], ["asks for a GPU", "trainer=cpu"], 2),
-    "wrong type": (["trainer.max_epochs=abc"], ["trainer.max_epochs='abc' is not allowed", "positive integer"], 2),
+    "wrong type": (["trainer.max_epochs=abc"], ["trainer.max_epochs=abc is not allowed", "converted to Integer"], 2),
+    "misspelt boolean": (["resume=flase"], ["resume=flase is not allowed", "not a valid bool"], 2),
+    "not a boolean": (["test=maybe"], ["test=maybe is not allowed", "not a valid bool"], 2),
+    "no end": (["trainer.max_epochs=-1"], ["trains without end", "trainer.max_steps"], 2),
+    "infinite lr": (["module.optimizer.lr=inf"], ["module.optimizer.lr=inf is not allowed", "finite positive"], 2),
+    "no attention figures": (["task.num_attention=0"], ["task.num_attention=0 is not allowed"], 2),
     "euclid eps": (["model=euclid", "model.eps=0"], ["model.eps=0 is not allowed", "positive number"], 2),
     "heads larger than dim": (["model.heads=8"], ["heads must be between 1 and dim=4"], 2),
     "empty val split": (["data.val_size=0"], ["data.val_size=0 is not allowed", "positive integer"], 2),
@@ -100,7 +105,8 @@ def test_bad_input_is_explained(cli, case):
     for word in words:
         assert word in output, (word, output[-2000:])
     assert "Traceback" not in output and "To append to your config" not in output and "model='dot,'" not in output
-    assert not [p for p in (root / "outputs").rglob("*") if p.is_file()]  # no run folder left behind, nothing in one
+    assert "Run folder" not in output and "Resuming" not in output  # nothing said of a folder before a refusal
+    assert not [p for p in (root / "outputs").rglob("*") if p.name != "outputs"]  # no folder made, nothing in one
 
 
 def test_missing_mnist_offline(cli, tmp_path):
@@ -108,8 +114,8 @@ def test_missing_mnist_offline(cli, tmp_path):
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert f"{tmp_path}/nothing/MNIST/raw" in output and "ATTNEXP_DATA_DIR" in output
-    assert "Could not load MNIST" in output and "Its run folder was removed" in output
-    assert not run_dirs(root / "outputs") and not [p for p in (root / "outputs" / "runs").rglob("*") if p.is_dir()]
+    assert "Could not load MNIST" in output and "Nothing was run" not in output.split("Could not load MNIST")[0]
+    assert not run_dirs(root / "outputs") and not (root / "outputs" / "runs").exists()
 
 
 @pytest.mark.parametrize("damage", ["truncate", "magic"])

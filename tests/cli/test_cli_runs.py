@@ -12,7 +12,7 @@ VARIANTS = options("model")  # every option in configs/model
 def test_variant_trains_on_digits(cli, variant):
     root, _proc = cli(f"model={variant}", *FAST)
     (run,) = run_dirs(root / "outputs")
-    assert f"_{variant}_digits_" in run.name  # then the other overrides
+    assert run.parent.name.startswith(f"{variant}_digits_") and run.name == "seed=0"  # then the identity, the seed
     metrics = read_metrics(run)
     assert metrics["status"] == "ok"
     assert metrics["mixer"] == variant and metrics["data"] == "digits"

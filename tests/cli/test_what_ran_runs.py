@@ -82,25 +82,29 @@ def sweeps(tmp_path_factory):
     return root
 
 
-def test_each_run_records_its_settings_fingerprint_mixer_source_software_and_budget(sweeps):
-    record = read_metrics(sweeps / "sweeps" / "first" / "model=scaled" / "seed=0")
-    assert record["config"]["model"] == {
+def test_each_run_records_its_identity_code_data_settings_software_and_budget(sweeps):
+    record = read_metrics(sweeps / "sweeps" / "first" / "model=scaled" / "seed=0")  # the sweep links its jobs' runs
+    assert record["schema"] == 2 and record["config"]["model"] == {
         "_target_": "scaled.ScaledAttention",
         "_partial_": True,
         "heads": 1,
         "scale": 1.0,
     }
-    assert (
-        record["choices"]["model"] == "scaled"
-        and len(record["fingerprint"]) == 12
-        and "seed" in record["fingerprint_leaves_out"]
-    )
-    (source,) = record["mixers"].values()
-    assert source["file"] == str(sweeps / "scaled.py") and source["module"] == "scaled" and len(source["sha256"]) == 12
-    assert {"attnexp", "torch", "lightning", "python"} <= set(record["software"]) and record["device"]["type"] == "cpu"
+    assert record["choices"]["model"] == "scaled" and len(record["identity"]) == 12 and "seed" in record["leaves_out"]
+    assert "scaled.py" in record["code"]["files"] and "attnexp/cli/train.py" in record["code"]["files"]
+    assert record["dataset"]["files"] == {}  # the bundled digits: no file read, the settings say which data
+    assert record["command"][0] == "attnexp" and "model=scaled" in record["command"] and record["started"]
+    assert {"attnexp", "commit", "torch", "lightning", "python"} <= set(record["software"])
+    assert record["device"]["type"] == "cpu" and [s for _, s in record["history"]] == ["running", "trained", "ok"]
     assert [epoch for epoch, _ in record["monitor_history"]] == [1, 2] and isinstance(record["still_improving"], bool)
     edited = read_metrics(sweeps / "sweeps" / "source" / "seed=0")
-    assert edited["fingerprint"] == record["fingerprint"] and edited["mixers"] != record["mixers"]
+    assert (
+        edited["identity"] != record["identity"]
+        and edited["code"]["files"]["scaled.py"] != (record["code"]["files"]["scaled.py"])
+    )
+    assert {k: v for k, v in edited["code"]["files"].items() if k != "scaled.py"} == {
+        k: v for k, v in record["code"]["files"].items() if k != "scaled.py"
+    }
 
 
 def test_runs_that_differ_only_in_the_mixers_source_are_two_configurations(sweeps):
@@ -143,30 +147,21 @@ def test_a_verdict_from_two_seeds_says_so_and_the_summary_leads_with_the_primary
         assert "still improving at their last epoch" in row
 
 
-def test_resume_finds_the_run_by_its_settings_and_names_the_nearest_when_none_matches(tmp_path):
+def test_a_finished_run_is_skipped_and_resume_continues_the_same_seed_only(tmp_path):
     run_cli(tmp_path, *BUDGET, "seed=5")
     (first,) = run_dirs(tmp_path / "outputs")
     again = run_cli(tmp_path, *BUDGET, "seed=5", "threads=1", "module.optimizer.lr=0.003", "resume=true")
-    assert "already finished (metrics.json status ok): skipped" in again.stderr and run_dirs(tmp_path / "outputs") == [
-        first
-    ]
-    other = run_cli(
-        tmp_path,
-        "trainer.max_epochs=3",
-        "trainer.limit_train_batches=3",
-        "callbacks.progress_bar.refresh_rate=0",
-        "seed=5",
-        "resume=true",
-    )
-    assert (
-        "Nothing to resume" in other.stderr
-        and f"{first.relative_to(tmp_path)} (trainer.max_epochs 2 there, 3 here)" in other.stderr
-    )
-    assert len(run_dirs(tmp_path / "outputs")) == 2
-    assert json.loads((first / "metrics.json").read_text())["status"] == "ok"
+    assert "already finished in" in again.stderr and run_dirs(tmp_path / "outputs") == [first]
+    other_seed = run_cli(tmp_path, *BUDGET, "seed=6", "resume=true")  # the seed is part of what a run is
+    assert "Nothing to resume" in other_seed.stderr and "already finished" not in other_seed.stderr
+    (second,) = set(run_dirs(tmp_path / "outputs")) - {first}
+    assert second.parent == first.parent and read_metrics(second)["seed"] == 6
+    longer = run_cli(tmp_path, "trainer.max_epochs=3", *BUDGET[1:], "seed=5", "resume=true")
+    assert "Nothing to resume" in longer.stderr and len(run_dirs(tmp_path / "outputs")) == 3
+    assert read_metrics(first)["status"] == "ok"
 
 
-def test_resume_refuses_a_run_whose_mixer_source_changed_and_continues_it_once_restored(tmp_path):
+def test_an_edited_mixer_is_a_new_configuration_and_its_earlier_run_is_kept(tmp_path):
     (tmp_path / "configs" / "model").mkdir(parents=True)
     (tmp_path / "scaled.py").write_text(MIXER)
     (tmp_path / "configs" / "model" / "scaled.yaml").write_text(CONFIG.format(scale=1.0))
@@ -175,12 +170,14 @@ def test_resume_refuses_a_run_whose_mixer_source_changed_and_continues_it_once_r
     stopped = {**read_metrics(folder), "status": "interrupted"}  # as a run stopped by Ctrl-C leaves it
     (folder / "metrics.json").write_text(json.dumps(stopped))
     (tmp_path / "scaled.py").write_text(MIXER + "\n# the score, tried again\n")
-    refused = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true", check=False)
-    assert (
-        refused.returncode == 2
-        and "another version of its mixer's source (scaled.ScaledAttention in " in refused.stderr
-    )
-    assert read_metrics(folder) == stopped and run_dirs(tmp_path / "outputs") == [folder]
+    fresh = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true")
+    assert f"Runs of other versions: {folder.relative_to(tmp_path)} (code: scaled.py differ)" in fresh.stderr
+    assert read_metrics(folder) == stopped and len(run_dirs(tmp_path / "outputs")) == 2
     (tmp_path / "scaled.py").write_text(MIXER)
-    run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true")
-    assert read_metrics(folder)["status"] == "ok" and run_dirs(tmp_path / "outputs") == [folder]
+    refused = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", check=False)  # its folder holds a stopped run
+    assert refused.returncode == 2 and "add resume=true to continue it" in refused.stderr
+    resumed = run_cli(tmp_path, "model=scaled", *BUDGET, "seed=7", "resume=true")
+    record = read_metrics(folder)
+    assert record["status"] == "ok" and "Resuming from" in resumed.stderr
+    assert record["command"] == ["attnexp", "model=scaled", *BUDGET, "seed=7"]  # the first command is kept
+    assert record["resumed"][-1]["command"][-1] == "resume=true" and record["resumed"][-1]["from"].endswith(".ckpt")

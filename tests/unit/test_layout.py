@@ -11,7 +11,20 @@ from helpers import REPO
 PACKAGE = REPO / "attnexp"
 # Each layer may import the ones before it, never one after it.
 LAYERS = [
-    {"errors", "rules", "mixers", "networks", "data", "tasks", "figures", "divergence", "schedules", "module"},
+    {
+        "errors",
+        "rules",
+        "settings",
+        "mixers",
+        "networks",
+        "data",
+        "tasks",
+        "figures",
+        "divergence",
+        "schedules",
+        "module",
+    }
+    | {"prediction"},
     {"runs"},
     {"callbacks", "comparison"},
     {"cli"},

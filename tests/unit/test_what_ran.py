@@ -16,7 +16,7 @@ from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
 from attnexp.runs import identity, provenance
 from attnexp.runs.convergence import judge
-from attnexp.runs.fingerprint import config_record
+from attnexp.settings import config_record
 from attnexp.runs.folders import choices_of
 
 

@@ -1,23 +1,21 @@
-"""A run's settings as comparisons and ``resume=true`` see them: the composed config resolved, the keys that cannot
-change what is computed left out, and a fingerprint (a hash) of the rest.
+"""A run's settings as its record, its identity and comparisons see them: the composed config resolved
+(:func:`config_record`), and the method (:func:`method`): the keys that cannot change what is computed left out.
 
-Two runs with the same fingerprint ran the same settings, however they were typed: an override equal to the
-default is the default, and an option that only says where files go, how much is printed or how fast it runs
-(:data:`NOT_METHOD`) does not count. Reads the config only: no torch.
+Two runs with the same method ran the same settings, however they were typed: an override equal to the default is the
+default, an option that only says where files go, how much is printed or how fast it runs (:data:`NOT_METHOD`) does
+not count, and two spellings of one value are one. Reads the config only: no torch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-# Keys (and the nodes under them) that cannot change what a run computes, left out of the fingerprint.
+# Keys (and the nodes under them) that cannot change what a run computes, left out of a run's identity.
 NOT_METHOD = (
     "seed",  # the replicate: runs of one configuration differ by it
     "threads",
@@ -65,7 +63,6 @@ NOT_METHOD = (
 )
 BUDGET = ("trainer.max_epochs", "trainer.max_steps", "trainer.max_time", "trainer.limit_train_batches")
 REFERENCE = re.compile(r"\$\{([^${}]*)\}")
-DIGITS = 12  # hex digits of a fingerprint
 
 
 def left_out(key: str, keys: Iterable[str]) -> bool:
@@ -154,47 +151,6 @@ def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, A
     return found
 
 
-def fingerprint(settings: Mapping[str, Any]) -> str:
-    """A hash of settings (:func:`method`): equal settings, equal fingerprint, on any machine."""
-    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:DIGITS]
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a run was asked to run, known before anything is built: the config-group options (``model: dot``), the
-    resolved config and its fingerprint; the overrides that name the run (HParams columns); and how many sweep jobs
-    shared the machine's cores (None: the run had them alone)."""
-
-    choices: dict[str, str]
-    config: dict[str, Any]
-    overrides: list[str] = field(default_factory=list)
-    parallel_jobs: int | None = None
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(method(self.config))
-
-    def record(self) -> dict[str, Any]:
-        """The fields ``metrics.json`` holds of them."""
-        found = {
-            "choices": self.choices,
-            "config": self.config,
-            "fingerprint": self.fingerprint,
-            "fingerprint_leaves_out": list(NOT_METHOD),
-        }
-        return found | ({"parallel_jobs": self.parallel_jobs} if self.parallel_jobs else {})
-
-
-def settings_of(
-    cfg: DictConfig, choices: Mapping[str, Any], overrides: Iterable[str] = (), parallel_jobs: int | None = None
-) -> Settings:
-    """:class:`Settings` of a composed config; ``choices``: Hydra's ``runtime.choices`` (Hydra's own groups left out,
-    an unchosen group as ``null``)."""
-    chosen = {str(g): "null" if o is None else str(o) for g, o in choices.items() if not str(g).startswith("hydra")}
-    return Settings(chosen, config_record(cfg), list(overrides), parallel_jobs)
-
-
 def flat(node: Any, where: str = "") -> dict[str, str]:
     """Nested settings as ``{"module.optimizer.lr": "0.003"}``; each value written as in an override."""
     if isinstance(node, Mapping) and node:
@@ -212,12 +168,3 @@ def shown(value: Any) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
         return repr(value)
     return json.dumps(value)
-
-
-def differences(here: Mapping[str, str], there: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """Keys whose values differ between two flat settings: ``key -> (here, there)``, ``absent`` where one has none."""
-    return {
-        k: (here.get(k, "absent"), there.get(k, "absent"))
-        for k in sorted(set(here) | set(there))
-        if here.get(k) != there.get(k)
-    }
