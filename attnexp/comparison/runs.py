@@ -83,7 +83,9 @@ def read_run(file: Path) -> Run:
         return Run(file.parent, {"status": DAMAGED}, problem=f"{file} is damaged ({err}): it is no whole record")
     if not isinstance(record, dict):
         return Run(file.parent, {"status": DAMAGED}, problem=f"{file} is damaged: it holds no record")
-    if record.get("schema") != SCHEMA or not isinstance(record.get("config"), dict):
+    status = metrics_file.current_status(record, file.parent)
+    other = record.get("schema") != SCHEMA or not isinstance(record.get("config"), dict)
+    if other and metrics_file.comparable(status):  # one left out for its status anyway says that instead
         schema = record.get("schema", "none")
         return Run(
             file.parent,
@@ -94,7 +96,7 @@ def read_run(file: Path) -> Run:
                 "with this attnexp to compare it"
             ),
         )
-    return Run(file.parent, {**record, "status": metrics_file.current_status(record, file.parent)})
+    return Run(file.parent, {**record, "status": status})
 
 
 def left_out_notes(runs: Sequence[Run]) -> list[str]:
