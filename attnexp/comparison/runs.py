@@ -71,8 +71,12 @@ class Run:
 
 
 def read_runs(paths: Sequence[str | Path]) -> list[Run]:
-    """Every run folder (holding metrics.json) under ``paths``, unnamed."""
-    return [read_run(file) for root in paths for file in sorted(Path(root).rglob(metrics_file.FILE))]
+    """Every run folder (holding metrics.json) under ``paths``, unnamed; a folder under two of them counts once."""
+    found: dict[Path, Path] = {}
+    for root in paths:
+        for file in sorted(Path(root).rglob(metrics_file.FILE)):
+            found.setdefault(file.resolve(), file)
+    return [read_run(file) for file in found.values()]
 
 
 def read_run(file: Path) -> Run:

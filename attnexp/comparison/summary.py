@@ -95,7 +95,7 @@ def compare(
         table(label, members, baseline, tune, columns, margin or {}, ignore)
         for label, members in sorted(by_table.items(), key=lambda item: natural(item[0]))
     ]
-    if baseline and not any(matches(row, baseline) for t in tables for row in t.rows):
+    if baseline and tables and not any(matches(row, baseline) for t in tables for row in t.rows):
         configs = ", ".join(row.config for t in tables for row in t.rows)
         raise ValueError(f"no configuration matches the baseline {baseline!r}; the configurations are: {configs}")
     for t in tables:

@@ -141,6 +141,6 @@ def test_default_output_is_a_new_folder_and_a_bad_baseline_is_explained(tmp_path
     monkeypatch.chdir(tmp_path)
     assert main([str(tmp_path / "runs"), "--baseline", "model=cosine"]) == 2
     assert "no configuration matches the baseline 'model=cosine'" in capsys.readouterr().err
-    assert main([str(tmp_path / "runs")]) == 0
+    assert main([str(tmp_path / "runs"), str(tmp_path / "runs" / "model=dot_seed=0")]) == 0  # one folder, given twice
     (made,) = (tmp_path / "comparison").iterdir()
     assert (made / "summary.md").exists() and not (tmp_path / "runs" / "summary.md").exists()
