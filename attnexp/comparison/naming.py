@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnexp.comparison.runs import ABSENT, Run, read_runs
+from attnexp.comparison.runs import ABSENT, OVERRIDES, Run, read_runs
 from attnexp.comparison.search import is_trial
 from attnexp.runs.fingerprint import flat, left_out, method
 from attnexp.runs.identity import differing_code, digest, key, method_choices
@@ -92,7 +92,7 @@ def identity(run: Run, ignore: Sequence[str], ids: Mapping[str, str | None]) -> 
 def typed_keys(runs: list[Run]) -> set[str] | None:
     """The keys (and group names) the runs' command lines set: ``module.optimizer.lr``, ``model``; None where a record
     does not hold its overrides (then every key that differs names its configurations)."""
-    if any("overrides" not in r.metrics for r in runs):
+    if any(OVERRIDES not in r.metrics for r in runs):
         return None
     return {o.lstrip("+~").split("=", 1)[0] for r in runs for o in r.overrides if "=" in o}
 
