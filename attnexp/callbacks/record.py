@@ -42,6 +42,7 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
         facts["chance"] = chance
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
+    facts["scored"] = task.scored(splits)  # per split, the predictions each accuracy counts (tokens, not windows)
     return {
         **facts,
         "software": provenance.software(),

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnexp.comparison.files import OUTPUTS, OverwriteError, write_all
+from attnexp.comparison import files, margins
 from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import left_out_notes
@@ -17,8 +17,9 @@ from attnexp.comparison.summary import DEFAULT_TUNE, compare
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
-summary.md, summary.csv, runs.csv, summary.tex and plots. Runs stopped by bad input, or that trained or validated
-nothing, are left out with a note; runs that did not finish are listed with their status."""
+summary.md, summary.csv, runs.csv, summary.tex and plots; one table per task and data set. Runs stopped by bad
+input, or that trained or validated nothing, are left out with a note; runs that did not finish are listed with their
+status."""
 EXAMPLES = """examples:
   attnexp-compare outputs/multirun/2026-01-01/12-00-00                 a sweep again
   attnexp-compare outputs/multirun/<date>/<a> outputs/multirun/<date>/<b> --out cmp   two sweeps together
@@ -26,8 +27,9 @@ EXAMPLES = """examples:
   attnexp-compare outputs/multirun/<date>/<time> --columns attn/layer0/entropy
   attnexp-compare <dot's sweep> <euclid's sweep> --ignore trainer.max_epochs   runs whose epochs were matched per seed
 
-exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, no runs or a bad
---baseline."""
+exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, nothing comparable
+(records that are damaged or of an earlier attnexp are named and left out), a bad --baseline, or an --out folder
+holding other files."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="METRIC=VALUE",
         help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
-        "standard error of an accuracy on the examples evaluated; 1%% of the baseline for losses)",
+        "standard error of an accuracy on the predictions it scores; 1%% of the baseline for losses)",
     )
     parser.add_argument(
         "--ignore",
@@ -71,48 +73,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(e.g. trainer.max_epochs where each seed's budget was matched to the other mixer's)",
     )
     args = parser.parse_args(argv)
-    try:
-        margin = margins_given(args.margin)
-    except ValueError as err:
-        return refused(str(err))
-    missing = [f for f in args.folders if not Path(f).is_dir()]
-    if missing:
-        return refused(f"no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).")
-    runs = find_runs(args.folders, args.ignore)
-    if not any(r.comparable for r in runs):
-        notes = " ".join(left_out_notes(runs))
-        return refused(f"no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}")
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
+        margin = margins.given(args.margin)
+        missing = [f for f in args.folders if not Path(f).is_dir()]
+        if missing:
+            raise ValueError(f"no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).")
+        runs = find_runs(args.folders, args.ignore)
+        if not any(r.comparable for r in runs):
+            notes = " ".join(left_out_notes(runs))
+            raise ValueError(f"no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}")
+        files.ours_or_empty(out)
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
-        write_all(result, out)
-    except (ValueError, OverwriteError) as err:
-        return refused(str(err))
-    print(markdown(result) + f"\nWrote {', '.join(OUTPUTS)} and plots into {out}")
+        files.write_all(result, out)
+    except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
+        print(f"attnexp-compare: {err}", file=sys.stderr)
+        return 2
+    print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
-
-
-def refused(message: str) -> int:
-    """Say on stderr why nothing was compared; the exit status of bad input."""
-    print(f"attnexp-compare: {message}", file=sys.stderr)
-    return 2
-
-
-def margins_given(items: Sequence[str]) -> dict[str, float]:
-    """``["test/acc=0.005"]`` as ``{"test/acc": 0.005}``; a clear error for anything else."""
-    found = {}
-    for item in items:
-        metric, _, value = item.partition("=")
-        try:
-            found[metric] = float(value)
-        except ValueError:
-            found[metric] = -1.0
-        if not metric or not found[metric] >= 0:
-            raise ValueError(
-                f"--margin {item!r} is not METRIC=VALUE with a value of at least 0, e.g. "
-                "--margin test/acc=0.005 test/loss=0.01."
-            )
-    return found
 
 
 def cli() -> None:

@@ -9,13 +9,13 @@ from attnexp.comparison.tables import Row
 PARAMS_TOLERANCE = 0.10  # compared configurations whose parameter counts differ by more are flagged
 
 
-def cautions(rows: list[Row], base: Row | None) -> list[str]:
+def cautions(rows: list[Row], where: str = "") -> list[str]:
     """Parameter counts that differ from the row's baseline's by more than 10%; runs left at chance; rows whose runs
-    were still improving when their budget ended."""
+    were still improving when their budget ended. ``where``: the table's name, said first where there are several."""
     found = []
     by_config = {r.config: r for r in rows}
     for row in rows:
-        own = by_config.get(row.baseline, base)
+        own = by_config.get(row.baseline)
         if (
             own is not None
             and own.params
@@ -43,4 +43,4 @@ def cautions(rows: list[Row], base: Row | None) -> list[str]:
                 "before the last quarter of the epochs): the budget ended before they did, and a longer one "
                 "may change the verdicts that rest on them."
             )
-    return found
+    return [f"{where}: {w}" for w in found] if where else found

@@ -28,17 +28,13 @@ NOT_RERUN = ("seed", "resume")  # keys left out of a command that completes a co
 
 
 def budget(runs: Sequence[Run], ignore: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
-    """The budget keys' values over ``runs``: ``{"trainer.max_epochs": ("5",)}`` (from the recorded settings; from
-    the overrides that name a run, for records without them)."""
+    """The budget keys' values over ``runs``: ``{"trainer.max_epochs": ("5",)}`` (from the recorded settings)."""
     found: dict[str, set[str]] = {}
     for run in runs:
-        settings = flat(method(run.metrics["config"], ignore)) if run.recorded else run.settings
+        settings = flat(method(run.metrics["config"], ignore))
         for key in BUDGET:
-            if key in ignore:
-                continue
-            value = settings.get(key, "absent" if run.recorded else None)
-            if value is not None:
-                found.setdefault(key, set()).add(value)
+            if key not in ignore:
+                found.setdefault(key, set()).add(settings.get(key, "absent"))
     return {k: tuple(sorted(v)) for k, v in found.items()}
 
 

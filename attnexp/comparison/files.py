@@ -8,8 +8,18 @@ from pathlib import Path
 
 from attnexp.comparison import suite
 from attnexp.comparison.fairness import still_improving
-from attnexp.comparison.plots import PROFILE, knob_file, plot, plot_knob, plot_profile, plot_search, search_file
-from attnexp.comparison.render import grid_note, latex, markdown
+from attnexp.comparison.latex import latex
+from attnexp.comparison.plots import (
+    PROFILE,
+    knob_file,
+    metric_file,
+    plot,
+    plot_knob,
+    plot_profile,
+    plot_search,
+    search_file,
+)
+from attnexp.comparison.render import grid_note, markdown
 from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
 from attnexp.comparison.summary import Comparison
@@ -21,6 +31,16 @@ MANIFEST = ".attnexp-summary"
 
 class OverwriteError(Exception):
     """The output folder holds a file of the same name that no comparison wrote."""
+
+
+def ours_or_empty(out: Path) -> None:
+    """Refuse an output folder that holds files but no comparison's (``attnexp-compare --out``): its files are the
+    user's, and a summary among them would be lost or mistaken for theirs."""
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise OverwriteError(
+            f"--out {out} holds files that no comparison wrote; nothing was written. Give a new or empty folder, "
+            "or the folder of an earlier comparison (its files are replaced)."
+        )
 
 
 def write_all(c: Comparison, out: Path) -> list[Path]:
@@ -42,10 +62,10 @@ def write_all(c: Comparison, out: Path) -> list[Path]:
     (out / "summary.tex").write_text(latex(c))
     if c.suite:
         write_csv(suite.csv_rows(c.suite), out / "data.csv")
-    if c.rows:
-        plot(c, out)
-    for key in suite.knobs(c.runs, c.tune):
-        plot_knob(c, key, out)
+    for t in c.tables:
+        plot(t, out)
+        for key in suite.knobs(t.runs, t.tune):
+            plot_knob(t, key, out)
     if profiled(c):
         plot_profile(c, out)
     for key in c.search.keys if c.search else []:
@@ -58,12 +78,10 @@ def profiled(c: Comparison) -> bool:
 
 
 def plot_names(c: Comparison) -> list[str]:
-    names = (
-        [f"{m.replace('/', '_')}.png" for m in c.metrics if m.startswith("test/")] + ["val_curves.png"]
-        if c.rows
-        else []
-    )
-    names += [knob_file(c, key) for key in suite.knobs(c.runs, c.tune)]
+    names = []
+    for t in c.tables:
+        names += [metric_file(t, m) for m in t.metrics if m.startswith("test/")] + [f"{t.prefix}val_curves.png"]
+        names += [knob_file(t, key) for key in suite.knobs(t.runs, t.tune)]
     names += [search_file(key) for key in c.search.keys] if c.search else []
     return names + (["data.csv"] if c.suite else []) + ([PROFILE] if profiled(c) else [])
 
@@ -76,9 +94,11 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 
 def write_summary_csv(c: Comparison, path: Path) -> None:
-    """One row per configuration (and per tuned configuration, marked in ``table``)."""
-    fields = ["table", "config", "tuned", "tuned_over", "n", "runs"]
-    for m in c.metrics:
+    """One row per configuration (and per tuned configuration, marked in ``table``), ``data`` naming the comparison's
+    table (task and data set) it belongs to."""
+    metrics = list(dict.fromkeys(m for t in c.tables for m in t.metrics))
+    fields = ["table", "data", "config", "tuned", "tuned_over", "n", "runs"]
+    for m in metrics:
         fields += [
             f"{m} {k}"
             for k in (
@@ -105,10 +125,12 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
-        for table, rows in (("all", c.rows), ("tuned", c.tuned)):
+        parts = [(t, k, r) for t in c.tables for k, r in (("all", t.rows), ("tuned", t.tuned))]
+        for part, table, rows in parts:
             for row in rows:
                 out = {
                     "table": table,
+                    "data": part.label,
                     "config": row.config,
                     "tuned": row.tuned,
                     "tuned_over": grid_note(row),
@@ -120,7 +142,7 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
                     "still_improving": still_improving(row),
                     "status": row.status,
                 }
-                for m in c.metrics:
+                for m in part.metrics:
                     s, d = row.spreads[m], row.diffs.get(m)
                     out.update(
                         {
@@ -129,6 +151,7 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
                             f"{m} ci_low": s.low,
                             f"{m} ci_high": s.high,
                             f"{m} missing": " ".join(f"{k}:{v}" for k, v in row.missing.get(m, {}).items()),
+                            f"{m} verdict": row.verdicts.get(m, ""),
                         }
                     )
                     if d is not None:
@@ -152,7 +175,8 @@ def write_summary_csv(c: Comparison, path: Path) -> None:
 
 
 def write_runs_csv(runs: list[Run], path: Path) -> None:
-    """One row per run: its configuration, seed, folder, status and every final metric of its metrics.json."""
+    """One row per run: its configuration, seed, folder, status, identity and every final metric of its
+    metrics.json."""
     metrics = sorted(
         {
             k
@@ -173,7 +197,7 @@ def write_runs_csv(runs: list[Run], path: Path) -> None:
         "seconds_per_epoch",
         "parallel_jobs",
         "still_improving",
-        "fingerprint",
+        "identity",
         *metrics,
     ]
     with path.open("w", newline="") as f:

@@ -12,7 +12,7 @@ from typing import Any
 from attnexp.comparison import suite
 from attnexp.comparison.search import Search, rounded
 from attnexp.comparison.suite import seed_order
-from attnexp.comparison.summary import Comparison
+from attnexp.comparison.summary import Comparison, Table
 from attnexp.comparison.tables import Row
 from attnexp.runs.resolution import is_fraction
 
@@ -33,28 +33,33 @@ def search_file(key: str) -> str:
     return f"search_{key.replace('/', '_')}.png"
 
 
-def knob_file(c: Comparison, key: str) -> str:
-    return f"{suite.primary_metric(c.runs).replace('/', '_')}_vs_{key.replace('/', '_')}.png"
+def knob_file(t: Table, key: str) -> str:
+    return f"{t.prefix}{t.primary.replace('/', '_')}_vs_{key.replace('/', '_')}.png"
 
 
-def plot(c: Comparison, out: Path) -> None:
-    """Per test metric: bars of the mean from zero (log axis for perplexity), per-seed dots and interval whiskers;
-    and the validation curve of the task's checkpoint metric per epoch (mean line, min-max band over seeds)."""
+def metric_file(t: Table, metric: str) -> str:
+    return f"{t.prefix}{metric.replace('/', '_')}.png"
+
+
+def plot(t: Table, out: Path) -> None:
+    """A table's plots. Per test metric: bars of the mean from zero (log axis for perplexity), per-seed dots and
+    interval whiskers; and the validation curve of the task's checkpoint metric per epoch (mean line, min-max band
+    over seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    n = max((len(r.ok) for r in c.rows), default=0)
-    about = f"data {c.data}, epochs: {c.epochs}, n={n} seeds"
-    seeds = sorted({seed for row in c.rows for values in row.values.values() for seed in values}, key=seed_order)
+    n = max((len(r.ok) for r in t.rows), default=0)
+    about = f"data {t.data}, epochs: {t.epochs}, n={n} seeds"
+    seeds = sorted({seed for row in t.rows for values in row.values.values() for seed in values}, key=seed_order)
     offset = {seed: (k - (len(seeds) - 1) / 2) * min(0.08, 0.6 / max(1, len(seeds))) for k, seed in enumerate(seeds)}
-    for metric, mode in c.metrics.items():
+    for metric, mode in t.metrics.items():
         if not metric.startswith("test/"):
             continue
-        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(c.rows)), 4.5))
-        placed = [pair for group in groups(c.rows) for pair in group]
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(t.rows)), 4.5))
+        placed = [pair for group in groups(t.rows) for pair in group]
         for i, row in placed:
             s = row.spreads[metric]
             if math.isnan(s.mean):
@@ -62,7 +67,7 @@ def plot(c: Comparison, out: Path) -> None:
             ax.bar(i, s.mean, color="tab:blue", alpha=0.5)
             if s.n > 1:
                 ax.errorbar(i, s.mean, yerr=[[s.mean - s.low], [s.high - s.mean]], color="black", capsize=5)
-        for group in groups(c.rows):  # one line per seed through the rows compared with one baseline: the pairing
+        for group in groups(t.rows):  # one line per seed through the rows compared with one baseline: the pairing
             for seed in seeds:
                 points = [
                     (i + offset[seed], row.values[metric][seed]) for i, row in group if seed in row.values[metric]
@@ -81,12 +86,12 @@ def plot(c: Comparison, out: Path) -> None:
         ax.set_title(f"{metric}{better}\nmean, 95% CI, each seed's values linked; {about}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
-        fig.savefig(out / f"{metric.replace('/', '_')}.png", dpi=120)
+        fig.savefig(out / metric_file(t, metric), dpi=120)
         plt.close(fig)
 
-    monitor = next((r.metrics["monitor"] for r in c.runs if r.metrics.get("monitor")), "val/acc")
+    monitor = next((r.metrics["monitor"] for r in t.runs if r.metrics.get("monitor")), "val/acc")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for row in c.rows:
+    for row in t.rows:
         curves = [dict(val_curve(r.folder, monitor)) for r in row.ok]
         curves = [cv for cv in curves if cv]
         epochs = sorted(set().union(*curves)) if curves else []
@@ -101,37 +106,37 @@ def plot(c: Comparison, out: Path) -> None:
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "val_curves.png", dpi=120)
+    fig.savefig(out / f"{t.prefix}val_curves.png", dpi=120)
     plt.close(fig)
 
 
-def plot_knob(c: Comparison, key: str, out: Path) -> None:
-    """The task's primary metric against ``key``: one line per configuration, mean and 95% interval over seeds."""
+def plot_knob(t: Table, key: str, out: Path) -> None:
+    """A table's primary metric against ``key``: one line per configuration, mean and 95% interval over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metric = suite.primary_metric(c.runs)
+    metric = t.primary
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, points in suite.knob_curves(c.runs, key, metric).items():
+    for name, points in suite.knob_curves(t.runs, key, metric).items():
         x, s = [p[0] for p in points], [p[1] for p in points]
         line = ax.plot(x, [v.mean for v in s], marker="o", label=name)[0]
         low = [v.low if v.n > 1 else v.mean for v in s]
         high = [v.high if v.n > 1 else v.mean for v in s]
         ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
-    n = max((len(r.ok) for r in c.rows), default=0)
+    n = max((len(r.ok) for r in t.rows), default=0)
     ax.set(
         xlabel=key,
         ylabel=metric,
-        title=f"{metric} against {key}: mean and 95% CI over seeds (n<={n})\ndata {c.data}, epochs: {c.epochs}",
+        title=f"{metric} against {key}: mean and 95% CI over seeds (n<={n})\ndata {t.data}, epochs: {t.epochs}",
     )
-    ax.set_xticks(sorted({suite.as_number(r.settings[key]) for r in c.runs if key in r.settings}))
+    ax.set_xticks(sorted({suite.as_number(r.settings[key]) for r in t.runs if key in r.settings}))
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / knob_file(c, key), dpi=120)
+    fig.savefig(out / knob_file(t, key), dpi=120)
     plt.close(fig)
 
 

@@ -1,5 +1,5 @@
-"""A comparison as text: the Markdown summary (what is printed) and the LaTeX tables, every number through one
-formatter (:func:`fmt`, :data:`DIGITS` decimals) so the two never disagree."""
+"""A comparison as Markdown: the summary that is printed, every number through one formatter (:func:`fmt`,
+:data:`DIGITS` decimals) that the LaTeX tables (:mod:`attnexp.comparison.latex`) use too, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from attnexp.comparison.fairness import still_improving
 from attnexp.comparison.search import Search, rounded
 from attnexp.comparison.stats import Difference, Spread
 from attnexp.comparison.suite import REPS, Estimate, Suite, seed_order
-from attnexp.comparison.summary import Comparison
+from attnexp.comparison.summary import Comparison, Table
 from attnexp.comparison.tables import Row
 
 DIGITS = 4  # decimals of every value in every table
@@ -26,30 +26,6 @@ def fmt(value: float | None, sign: bool = False) -> str:
 def interval(s: Spread) -> str:
     """``mean [low, high]``, or the mean alone where there is no interval."""
     return "-" if math.isnan(s.mean) else fmt(s.mean) + ("" if s.n < 2 else f" [{fmt(s.low)}, {fmt(s.high)}]")
-
-
-def tex_interval(s: Spread) -> str:
-    """``$mean \\pm half-width$`` of the interval (``[low, high]`` where a bound cut it), the mean alone where
-    there is none."""
-    if math.isnan(s.mean):
-        return "--"
-    if s.n < 2:
-        return f"${fmt(s.mean)}$"
-    if fmt(s.high - s.mean) != fmt(s.mean - s.low):  # cut at a bound: no longer symmetric
-        return f"${fmt(s.mean)}\\,[{fmt(s.low)}, {fmt(s.high)}]$"
-    return f"${fmt(s.mean)} \\pm {fmt((s.high - s.low) / 2)}$"
-
-
-def tex_estimate(e: Estimate | None) -> str:
-    """``$value\\,[low, high]$`` of a bootstrap estimate (its interval is not symmetric), ``--`` without one."""
-    if e is None or math.isnan(e.value):
-        return "--"
-    return f"${fmt(e.value)}$" if math.isnan(e.low) else f"${fmt(e.value)}\\,[{fmt(e.low)}, {fmt(e.high)}]$"
-
-
-def tex(text: str) -> str:
-    """``text`` with LaTeX's special characters escaped."""
-    return "".join("\\" + ch if ch in "&%$#_{}" else ch for ch in text)
 
 
 def seeds_note(row: Row, metric: str) -> str:
@@ -91,8 +67,10 @@ def metric_table(rows: list[Row], metric: str, baseline: str, label: str = "conf
         s, values = row.spreads[metric], row.values[metric]
         std, ci = ("n=1, no spread", "-") if s.n == 1 else (fmt(s.std), f"[{fmt(s.low)}, {fmt(s.high)}]")
         diff = row.diffs.get(metric)
-        if row.config == (row.baseline or baseline):
+        if row.config == row.baseline:
             delta, p, adjusted, word = "baseline", "", "", ""
+        elif row.no_baseline:
+            delta, p, adjusted, word = "-", "-", "-", row.no_baseline
         elif diff is None or math.isnan(diff.mean):
             delta, p, adjusted, word = "-", "-", "-", "-"
         else:
@@ -191,80 +169,95 @@ def search_markdown(s: Search) -> str:
     return text
 
 
-def role(c: Comparison, metric: str) -> str:
+def role(t: Table, metric: str) -> str:
     """``primary`` for the first metric the task names, ``secondary`` for its others, ``added`` for ``columns``."""
-    mode = c.metrics[metric]
+    mode = t.metrics[metric]
     better = f"{'higher' if mode == 'max' else 'lower'} is better" if mode else "no better direction"
-    kind = "added" if not mode else "primary" if metric == c.primary else "secondary"
+    kind = "added" if not mode else "primary" if metric == t.primary else "secondary"
     return f"{kind}; {better}"
 
 
-def headline(c: Comparison) -> str:
-    """The primary metric's verdicts, one per compared configuration."""
-    said = [f"{row.config} vs {row.baseline}: {row.verdicts[c.primary]}" for row in c.rows if c.primary in row.verdicts]
-    return f"**Primary metric {c.primary}.** " + ("; ".join(said) + "." if said else "No configuration was compared.")
+def headline(t: Table) -> str:
+    """The primary metric's verdicts, one per compared configuration, and the rows compared with none."""
+    said = [
+        f"{row.config} vs {row.baseline}: {row.verdicts[t.primary]}"
+        if row.baseline
+        else f"{row.config}: {row.no_baseline}"
+        for row in t.rows
+        if t.primary in row.verdicts
+    ]
+    return f"**Primary metric {t.primary}.** " + ("; ".join(said) + "." if said else "No configuration was compared.")
 
 
-def markdown(c: Comparison) -> str:
-    """The summary as Markdown: the primary metric's verdicts, a table per metric (the primary first), the data x
-    mixers table, the runs, the tuned table, the search and the warnings."""
-    seeds = sorted({r.seed for r in c.runs}, key=seed_order)
-    margins = "; ".join(f"{m}: {', '.join(sources)}" for m, sources in c.margins.items())
-    parts = (
-        []
-        if not c.rows
-        else [
-            headline(c),
-            f"Data {c.data}; epochs: {c.epochs}; {len(c.rows)} configurations; seeds {', '.join(seeds)}. "
-            f"Baseline: {c.baseline}. Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay "
-            "within [0, 1]). Differences are paired by seed (paired "
-            "t) on the seeds both configurations have, Welch's t "
-            "when they share fewer than 2; the sign test where every "
-            "paired difference is the same (it has no interval). "
-            f"The primary metric ({c.primary}) answers the comparison; the others are secondary, reported in support. "
-            "p-values are adjusted over each table's comparisons of "
-            "one metric (Holm): the primary metric's comparisons "
-            "are the family the verdicts above rest on. Verdicts: better or worse when "
-            "the adjusted p is below 0.05 and the difference exceeds "
-            "the margin; equivalent when two one-sided tests put "
-            "it within ±margin (adjusted p below 0.05); inconclusive "
-            "otherwise, with the seeds that would decide at the "
-            "observed spread (power 0.8). A verdict from fewer than "
-            "3 seeds, or resting on runs still improving at their "
-            "last epoch, says so; configurations trained with "
-            "different budgets (or tuned over different grids) are not "
-            f"compared. Margins: {margins or 'none'}. A value that is not a finite number is "
-            "missing: named after n, left out of the statistics.",
-        ]
+METHOD = (
+    "Intervals: 95% Student t over seeds, cut at a metric's bounds (accuracies stay within [0, 1]). Differences are "
+    "paired by seed (paired t) on the seeds both configurations have, Welch's t when they share fewer than 2; the "
+    "sign test where every paired difference is the same (it has no interval). The primary metric answers the "
+    "comparison; the others are secondary, reported in support. p-values are adjusted over each table's "
+    "comparisons of one metric (Holm): the primary metric's comparisons are the family the verdicts above rest on. "
+    "Verdicts: better or worse when the adjusted p is below 0.05 and the difference exceeds the margin; equivalent "
+    "when two one-sided tests put it within ±margin (adjusted p below 0.05); inconclusive otherwise, with the seeds "
+    "that would decide at the observed spread (power 0.8). A verdict from fewer than 3 seeds, or resting on runs "
+    "still improving at their last epoch, says so; configurations trained with different budgets (or tuned over "
+    "different grids) are not compared, and a configuration is compared only with a baseline of its own task and "
+    "data that ran the same code. A value that is not a finite number is missing: named after n, left out of the "
+    "statistics."
+)
+
+
+def facts(t: Table) -> str:
+    """What a table's runs are: data, epochs, configurations, seeds, baseline and where its margins come from."""
+    seeds = sorted({r.seed for r in t.runs}, key=seed_order)
+    margins = "; ".join(f"{m}: {', '.join(sources)}" for m, sources in t.margins.items())
+    return (
+        f"Data {t.data}; epochs: {t.epochs}; {len(t.rows)} configurations; seeds {', '.join(seeds)}. "
+        f"Baseline: {t.baseline or 'none'}. Primary metric: {t.primary}. Margins: {margins or 'none'}."
     )
-    for metric in c.metrics:
-        if not c.rows:
-            break
-        parts.append(f"### {metric} ({role(c, metric)})\n\n" + metric_table(c.rows, metric, c.baseline))
-    if c.suite:
-        parts.append(suite_markdown(c.suite))
-    if c.search:
-        parts.append(search_markdown(c.search))
+
+
+def table_markdown(t: Table) -> list[str]:
+    """One table's parts: a table per metric (the primary first), its runs and its tuned tables."""
+    parts = [f"### {m} ({role(t, m)})\n\n" + metric_table(t.rows, m, t.baseline) for m in t.metrics]
     lines = [
         "| config | runs ok | params | s/epoch | samples/s | still improving | status |",
         "|---|---|---|---|---|---|---|",
     ]
-    for row in c.rows:
-        per_s = row.mean_of("train_samples_per_s")
-        per_epoch = row.mean_of("seconds_per_epoch")
+    for row in t.rows:
+        per_s, per_epoch = row.mean_of("train_samples_per_s"), row.mean_of("seconds_per_epoch")
         epoch = "-" if math.isnan(per_epoch) else f"{per_epoch:.2f}"
         lines.append(
             f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {epoch}"
             f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} "
             f"| {still_improving(row)} | {row.status.replace('|', '/')} |"
         )
-    if c.rows:
-        parts.append("### Runs\n\n" + "\n".join(lines) + "\n\n" + RUNS_NOTE)
-    if c.tuned:
-        tables = [f"#### {m} ({role(c, m)})\n\n" + metric_table(c.tuned, m, c.tuned_baseline) for m in c.metrics]
+    parts.append("### Runs\n\n" + "\n".join(lines) + "\n\n" + RUNS_NOTE)
+    if t.tuned:
+        tables = [f"#### {m} ({role(t, m)})\n\n" + metric_table(t.tuned, m, t.tuned_baseline) for m in t.metrics]
         parts.append(
-            f"### Each configuration at its best {', '.join(c.tune)}\n\nRule: {c.tuned_rule}.\n\n" + "\n\n".join(tables)
+            f"### Each configuration at its best {', '.join(t.tune)}\n\nRule: {t.tuned_rule}.\n\n" + "\n\n".join(tables)
         )
+    return parts
+
+
+def markdown(c: Comparison) -> str:
+    """The summary as Markdown: per table (one per task and data set) its primary metric's verdicts, a table per
+    metric, the runs and the tuned table; then the data x mixers table, the search and the warnings."""
+    parts: list[str] = []
+    if len(c.tables) == 1:
+        t = c.tables[0]
+        parts += [headline(t), f"{facts(t)} {METHOD}", *table_markdown(t)]
+    elif c.tables:
+        labels = ", ".join(t.label for t in c.tables)
+        parts.append(
+            f"{len(c.tables)} tables, one per task and data set ({labels}): each has its own primary metric, "
+            f"baselines and families of tests. {METHOD}"
+        )
+        for t in c.tables:
+            parts += [f"## {t.label}", headline(t), facts(t), *table_markdown(t)]
+    if c.suite:
+        parts.append(suite_markdown(c.suite))
+    if c.search:
+        parts.append(search_markdown(c.search))
     if c.warnings:
         parts.append("### Warnings\n\n" + "\n".join(f"- {w}" for w in c.warnings))
     return "\n\n".join(parts) + "\n"
@@ -282,52 +275,3 @@ def side_by_side(row: Row) -> str:
     """`` (side by side: 2 jobs)`` where the row's runs shared the cores with other jobs of their sweep."""
     jobs = max((int(r.metrics.get("parallel_jobs") or 1) for r in row.ok), default=1)
     return f" (side by side: {jobs} jobs)" if jobs > 1 else ""
-
-
-def tabular(header: list[str], rows: list[list[str]]) -> list[str]:
-    """A booktabs ``tabular``: the first column left-aligned, the others right-aligned."""
-    lines = [
-        "\\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
-        "\\toprule",
-        " & ".join(header) + " \\\\",
-        "\\midrule",
-    ]
-    return [*lines, *(" & ".join(r) + " \\\\" for r in rows), "\\bottomrule", "\\end{tabular}"]
-
-
-def latex(c: Comparison) -> str:
-    """Booktabs tables: mean ± 95% interval half-width of every metric per configuration, and per data option."""
-    arrows = {"max": " $\\uparrow$", "min": " $\\downarrow$"}
-    header = ["Configuration", "$n$", *(tex(m) + arrows.get(mode, "") for m, mode in c.metrics.items())]
-    rows = [[tex(row.config), str(len(row.ok)), *(tex_interval(row.spreads[m]) for m in c.metrics)] for row in c.rows]
-    text = [
-        f"% Mean over seeds $\\pm$ half-width of the 95\\% Student-t interval. Data {tex(c.data)}, epochs: {c.epochs}. "
-        "Written by attnexp.",
-        *tabular(header, rows),
-    ]
-    by_data = c.suite
-    if by_data:
-        rows = [[tex(m), *(tex_interval(by_data.cells[m, d]) for d in by_data.data)] for m in by_data.mixers]
-        text += [
-            "",
-            "% Each data option's primary metric, mean over seeds $\\pm$ half-width of the 95\\% interval.",
-            *tabular(["Mixer", *(tex(d) for d in by_data.data)], rows),
-        ]
-        agg = by_data.aggregates
-        if agg and agg.scores:
-            rows = [
-                [
-                    tex(m),
-                    tex_estimate(agg.iqm.get(m)),
-                    tex_estimate(agg.mean.get(m)),
-                    tex_estimate(agg.improvement.get(m)),
-                ]
-                for m in agg.scores
-            ]
-            text += [
-                "",
-                "% Normalised scores (chance 0, best 1) over the data options: IQM and mean with stratified bootstrap "
-                f"95\\% intervals, probability of improvement over {tex(agg.baseline or '-')}.",
-                *tabular(["Mixer", "IQM", "Mean", "P(improvement)"], rows),
-            ]
-    return "\n".join(text) + "\n"

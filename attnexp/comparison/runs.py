@@ -1,30 +1,37 @@
-"""The runs under some folders, each named by what distinguishes its configuration from the others' (see
-:mod:`attnexp.comparison.naming`), with its record (``metrics.json``) as it stands now."""
+"""The runs under some folders: each run folder's record (``metrics.json``) as it stands now, or why it cannot be
+compared: a file that is no whole record (truncated, not JSON) or a record of another schema is named and left out,
+never read by guesses. Each run is named by what distinguishes its configuration from the others of its table (see
+:mod:`attnexp.comparison.naming`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
+from typing import Any
 
 from attnexp.runs import metrics_file
+from attnexp.runs.identity import SCHEMA
 
 ABSENT = "absent"  # a setting's value in a configuration whose config has no such key: not part of its name
+DAMAGED = "damaged"  # the status of a metrics.json that is no record: left out, with a note naming the file
+OVERRIDES = "overrides"  # the record's field of the command line's overrides, as typed (``module.optimizer.lr=0.01``)
 
 
 @dataclass
 class Run:
-    """One run folder's record (its status as it stands now: see :func:`metrics_file.current_status`), its
-    command-line overrides and the settings that name its configuration."""
+    """One run folder's record (its status as it stands now: see :func:`metrics_file.current_status`) and the
+    settings that name its configuration."""
 
     folder: Path
-    settings: dict[str, str]  # key -> value of what tells the configurations apart (seed included)
-    metrics: dict
-    overrides: list[str] = field(default_factory=list)  # as typed on the command line
+    metrics: dict[str, Any]
+    settings: dict[str, str] = field(default_factory=dict)  # what tells the configurations apart (seed included)
     unlisted: frozenset[str] = frozenset()  # settings no override set (a config file or a default changed): in brackets
-    version: str = ""  # "source changed: 3f2a…" where its mixer's source differs from the first version's
+    version: str = ""  # "code: attnexp/data/digits.py 3f2a…" where configurations of one table ran other code
+    problem: str = ""  # why its record cannot be compared (damaged, another schema): named and left out
+    identity: str = ""  # of its configuration: settings, code and data (seed and --ignore keys aside)
+    table: str = ""  # the task and data set it is compared on (``data=digits``)
 
     @property
     def seed(self) -> str:
@@ -36,16 +43,16 @@ class Run:
 
     @property
     def comparable(self) -> bool:
-        return metrics_file.comparable(str(self.metrics.get("status")))
+        return not self.problem and metrics_file.comparable(str(self.metrics.get("status")))
 
     @property
-    def recorded(self) -> bool:
-        """Whether the record holds the run's settings (records of older versions name their overrides only)."""
-        return isinstance(self.metrics.get("config"), dict)
+    def overrides(self) -> list[str]:
+        """The command line's overrides of the run (empty where its record does not hold them)."""
+        return [str(o) for o in self.metrics.get(OVERRIDES) or []]
 
     def config(self, leave_out: Sequence[str] = ()) -> str:
         """The configuration's name: its settings, the mixer first, seed (and ``leave_out``) aside; settings that no
-        override set, and a changed source, in brackets: ``model=diff (lambda_init=0.2)``."""
+        override set, and the code, in brackets: ``model=diff (lambda_init=0.2)``."""
         keys = sorted(
             (k for k, v in self.settings.items() if k not in ("seed", *leave_out) and v != ABSENT),
             key=lambda k: (k != "model", k),
@@ -64,23 +71,45 @@ class Run:
 
 
 def read_runs(paths: Sequence[str | Path]) -> list[Run]:
-    """Every run folder (holding metrics.json) under ``paths``, unnamed."""
-    found = []
+    """Every run folder (holding metrics.json) under ``paths``, unnamed; a folder under two of them counts once."""
+    found: dict[Path, Path] = {}
     for root in paths:
-        for folder in metrics_file.folders(root):
-            overrides_file = folder / ".hydra" / "overrides.yaml"
-            overrides = (
-                [str(o) for o in yaml.safe_load(overrides_file.read_text()) or []] if overrides_file.exists() else []
-            )
-            record = metrics_file.read(folder)
-            found.append(Run(folder, {}, {**record, "status": metrics_file.current_status(record, folder)}, overrides))
-    return found
+        for file in (folder / metrics_file.FILE for folder in metrics_file.folders(root)):  # a sweep's links followed
+            found.setdefault(file.resolve(), file)
+    return [read_run(file) for file in found.values()]
+
+
+def read_run(file: Path) -> Run:
+    """The run whose record is ``file``: a damaged file, or a record of another schema, says why it is left out."""
+    try:
+        record = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return Run(file.parent, {"status": DAMAGED}, problem=f"{file} is damaged ({err}): it is no whole record")
+    if not isinstance(record, dict):
+        return Run(file.parent, {"status": DAMAGED}, problem=f"{file} is damaged: it holds no record")
+    status = metrics_file.current_status(record, file.parent)
+    other = record.get("schema") != SCHEMA or not isinstance(record.get("config"), dict)
+    if other and metrics_file.comparable(status):  # one left out for its status anyway says that instead
+        schema = record.get("schema", "none")
+        return Run(
+            file.parent,
+            record,
+            problem=(
+                f"{file} is a record of schema {schema}, not {SCHEMA} (written by an earlier attnexp): it does not say "
+                "all of the settings, code and data that ran, so it cannot be paired with other runs; run it again "
+                "with this attnexp to compare it"
+            ),
+        )
+    return Run(file.parent, {**record, "status": status})
 
 
 def left_out_notes(runs: Sequence[Run]) -> list[str]:
-    """A line for each run a comparison leaves out (bad input, trained or validated nothing), saying why."""
+    """A line for each run a comparison leaves out (a damaged record or one of another schema, bad input, trained or
+    validated nothing), saying why."""
     return [
-        f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
+        f"Left out: {run.problem}."
+        if run.problem
+        else f"Left out: {run.folder} ({run.metrics['status'].replace('_', ' ')}"
         + (f": {str(run.metrics['error']).splitlines()[0][:200].rstrip('.')}" if run.metrics.get("error") else "")
         + ")."
         for run in runs

@@ -1,17 +1,14 @@
-"""Hyperparameter searches (the Optuna sweeper): each trial is one setting tried once, so trials are ranked by the
-search's objective, not compared with a baseline as if they were configurations over seeds."""
+"""Hyperparameter searches (``hparams_search=optuna``): each trial is one setting tried once, so trials are ranked by
+the search's objective, not compared with a baseline as if they were configurations over seeds. Read from the trials'
+records alone."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
-import yaml
-
 from attnexp.comparison.runs import Run
 
-SEARCH_SWEEPERS = ("optuna",)  # a run whose Hydra sweeper's target names one of these is a search trial
 LEFT_OUT_OF_RERUN = ("hparams_search", "seed", "resume")
 
 
@@ -40,7 +37,7 @@ class Search:
         """The command that runs the best trial's setting (values rounded) over seeds next to the baseline mixer."""
         if self.best is None:
             return ""
-        overrides = dict(o.lstrip("+~").split("=", 1) for o in overrides_of(self.best.run) if "=" in o)
+        overrides = dict(o.lstrip("+~").split("=", 1) for o in self.best.run.overrides if "=" in o)
         mixer = overrides.pop("model", str(self.best.run.metrics.get("mixer")))
         kept = [f"{k}={rounded(v)}" for k, v in overrides.items() if k not in LEFT_OUT_OF_RERUN]
         mixers = mixer if mixer == baseline else f"{mixer},{baseline}"
@@ -56,51 +53,36 @@ def rounded(value: str) -> str:
     return value if value.lstrip("-").isdigit() or not math.isfinite(number) else f"{number:.3g}"
 
 
-def overrides_of(run: Run) -> list[str]:
-    file = run.folder / ".hydra" / "overrides.yaml"
-    return list(yaml.safe_load(file.read_text()) or []) if file.is_file() else []
+def is_trial(run: Run) -> bool:
+    """Whether ``run`` is a trial of a hyperparameter search: its record chose an ``hparams_search`` option."""
+    return str((run.metrics.get("choices") or {}).get("hparams_search")) not in ("None", "null")
 
 
-def searched(run: Run) -> tuple[list[str], str, bool] | None:
-    """The keys a search sweeper varied, its objective and whether it maximises, if ``run`` is one of its trials."""
-    saved = run.folder / ".hydra"
-    if not (saved / "hydra.yaml").is_file():
-        return None
-    sweeper = (yaml.safe_load((saved / "hydra.yaml").read_text()) or {}).get("hydra", {}).get("sweeper") or {}
-    if not any(name in str(sweeper.get("_target_", "")).lower() for name in SEARCH_SWEEPERS):
-        return None
-    config = yaml.safe_load((saved / "config.yaml").read_text()) if (saved / "config.yaml").is_file() else {}
-    direction = sweeper.get("direction", "maximize")
-    direction = direction[0] if isinstance(direction, list) else direction
-    return (
-        list(sweeper.get("params") or {}),
-        (config or {}).get("optimized_metric") or "val/acc_best",
-        str(direction) != "minimize",
-    )
+def objective(run: Run) -> tuple[str, bool]:
+    """The metric a search trial optimised (``optimized_metric``) and whether higher is better (its task's direction
+    for it, else its checkpoint metric's, else higher)."""
+    metric = str((run.metrics.get("config") or {}).get("optimized_metric") or "val/acc_best")
+    mode = dict(run.metrics.get("summary") or []).get(metric)
+    if mode is None and metric.startswith(str(run.metrics.get("monitor"))):
+        mode = run.metrics.get("mode")
+    return metric, mode != "min"
 
 
 def search(runs: list[Run]) -> Search | None:
-    """The trials among ``runs`` ranked by their objective, or None when no run is a trial."""
-    found = {id(r): s for r in runs if (s := searched(r))}
-    trials = [r for r in runs if id(r) in found]
+    """The trials among ``runs`` ranked by their objective, or None when no run is a trial. The searched keys are
+    those whose overrides differ between the trials (all a single trial's, seed and groups aside)."""
+    trials = [r for r in runs if is_trial(r)]
     if not trials:
         return None
-    keys = list(dict.fromkeys(k for r in trials for k in found[id(r)][0]))
-    objective, maximize = found[id(trials[0])][1], found[id(trials[0])][2]
+    given = [dict(o.lstrip("+~").split("=", 1) for o in r.overrides if "=" in o) for r in trials]
+    names = list(dict.fromkeys(k for g in given for k in g if k not in (*LEFT_OUT_OF_RERUN, "model", "data")))
+    keys = [k for k in names if len({g.get(k) for g in given}) > 1] or (names if len(trials) == 1 else [])
+    metric, maximize = objective(trials[0])
     ranked = []
-    for run in trials:
-        overrides = dict(o.lstrip("+~").split("=", 1) for o in overrides_of(run) if "=" in o)
-        value = run.metrics.get(objective)
+    for run, overrides in zip(trials, given):
+        value = run.metrics.get(metric)
         score = float(value) if isinstance(value, (int, float)) and run.ok else math.nan
+        run.settings = {**{k: overrides[k] for k in keys if k in overrides}, "seed": str(run.metrics.get("seed"))}
         ranked.append(Trial(run, {k: overrides[k] for k in keys if k in overrides}, score))
     ranked.sort(key=lambda t: (not math.isfinite(t.objective), -t.objective if maximize else t.objective))
-    return Search(objective, maximize, keys, ranked, renamed([r for r in runs if id(r) not in found]))
-
-
-def renamed(runs: list[Run]) -> list[Run]:
-    """``runs`` named by the settings that vary among them alone (the trials left aside), the mixer by default."""
-    keys = {k for r in runs for k in r.settings} - {"seed"}
-    varying = [k for k in sorted(keys) if len({r.settings.get(k) for r in runs}) > 1] or ["model"]
-    return [
-        dataclasses.replace(r, settings={k: r.settings[k] for k in [*varying, "seed"] if k in r.settings}) for r in runs
-    ]
+    return Search(metric, maximize, keys, ranked, [r for r in runs if not is_trial(r)])

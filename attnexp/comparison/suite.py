@@ -1,6 +1,6 @@
-"""Sweeps over several data options and difficulties: a data x mixers table, aggregates over the data that hold
-with few seeds (the rliable protocol: Agarwal et al., NeurIPS 2021), and curves of the primary metric against a
-numeric setting the sweep varies (``data.num_pairs``, say)."""
+"""Comparisons over several tables (data options) and difficulties: a data x mixers table, aggregates over the data
+that hold with few seeds (the rliable protocol: Agarwal et al., NeurIPS 2021), and curves of the primary metric
+against a numeric setting the sweep varies (``data.num_pairs``, say)."""
 
 from __future__ import annotations
 
@@ -68,36 +68,28 @@ def seed_order(seed: str) -> tuple[int, str]:
     return (int(seed), "") if seed.lstrip("-").isdigit() else (0, seed)
 
 
-def primary_metric(runs: list[Run]) -> str:
-    """The first metric the runs' task names in its summary (``test/acc``)."""
-    return next((name for r in runs for name, _ in r.metrics.get("summary") or []), "test/acc")
-
-
 def value(run: Run, metric: str) -> float:
     """The run's finite value of ``metric``, else nan."""
     v = run.metrics.get(metric)
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else math.nan
 
 
-def suite(runs: list[Run], baseline: str) -> Suite | None:
-    """The data x mixers view of ``runs`` (compared with the mixer named by ``baseline``'s settings other than the
-    data), or None when the runs do not vary the data."""
-    data = sorted({r.settings["data"] for r in runs if "data" in r.settings})
-    if len(data) < 2:
+def suite(views: list[tuple[str, dict[str, list[Run]], str]], baseline: str) -> Suite | None:
+    """The data x mixers view of the comparison's tables (``views``: each table's name, its runs by configuration and
+    its primary metric), the mixers compared with the one ``baseline``'s settings name; None for a single table."""
+    if len(views) < 2:
         return None
-    runs_of: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    for run in runs:
-        runs_of[run.config(leave_out=["data"]), run.settings["data"]].append(run)
+    data = [label.removeprefix("data=") for label, _, _ in views]
+    runs_of = {(config, d): runs for d, (_, rows, _) in zip(data, views) for config, runs in rows.items()}
     mixers = sorted({m for m, _ in runs_of})
-    metric = {d: primary_metric([r for (_, on), rs in runs_of.items() if on == d for r in rs]) for d in data}
-    s = Suite(data, mixers, metric)
+    s = Suite(data, mixers, {d: metric for d, (_, _, metric) in zip(data, views)})
     for d in data:
         levels = [chance(r) for (_, on), rs in runs_of.items() if on == d for r in rs if math.isfinite(chance(r))]
         s.chance[d] = statistics.median(levels) if levels else math.nan
     for mixer in mixers:
         for d in data:
             ok = [r for r in runs_of.get((mixer, d), []) if r.ok]
-            s.cells[mixer, d] = spread([value(r, metric[d]) for r in ok], bounds(metric[d]))
+            s.cells[mixer, d] = spread([value(r, s.metric[d]) for r in ok], bounds(s.metric[d]))
             s.at_chance[mixer, d] = sum(at_chance(r) for r in ok)
     wanted = [part for part in baseline.split(",") if part and not part.startswith("data=")]
     base = next((m for m in mixers if wanted and all(w in m.split(",") for w in wanted)), "")

@@ -1,9 +1,8 @@
-"""The comparison's tables: one row per configuration (seeds grouped) with intervals, and the difference from a
-baseline with a test and a verdict.
+"""A table of the comparison (the runs of one task and data set): one row per configuration (seeds grouped) with
+intervals, and the difference from a baseline of the same table with a test and a verdict, or why it has none.
 
 Built from run folders (:func:`attnexp.comparison.naming.find_runs`) at the end of every sweep and by
-``attnexp-compare``
-(:func:`attnexp.comparison.summary.compare`); trains nothing.
+``attnexp-compare`` (:func:`attnexp.comparison.summary.compare`); trains nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from attnexp.comparison import fairness, margins
-from attnexp.comparison.runs import Run
+from attnexp.comparison.naming import code_differs
+from attnexp.comparison.runs import ABSENT, Run
 from attnexp.comparison.stats import Difference, Spread, adjust, difference, finite, spread, verdict
+from attnexp.settings import left_out
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Row:
     verdicts: dict[str, str] = field(default_factory=dict)
     tuned: str = ""  # the tuned values this row stands for, in the tuned table
     baseline: str = ""  # the configuration this row is compared with (itself for a baseline)
+    no_baseline: str = ""  # why it is compared with none ("no baseline: no run of model=dot,... on data=digits")
     named: dict[str, str] = field(default_factory=dict)  # the settings that name it (seed and tuned keys aside)
     grid: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tuned key -> the values its runs tried
     members: list[Run] = field(default_factory=list)  # in the tuned table, the runs of every tuned value
@@ -42,10 +44,6 @@ class Row:
     @property
     def ok(self) -> list[Run]:
         return [r for r in self.runs if r.ok]
-
-    @property
-    def version(self) -> str:
-        return self.runs[0].version if self.runs else ""
 
     def mean_of(self, key: str) -> float:
         values = list(finite({str(i): r.metrics.get(key) for i, r in enumerate(self.ok)}).values())
@@ -91,37 +89,23 @@ def matches(row: Row, wanted: str) -> bool:
     return row.config == wanted or all(len(p) == 2 and row.named.get(p[0]) == p[1] for p in pairs)
 
 
-def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
-    """The row ``wanted`` names (the first version of a mixer's source where several ran), by default ``model=dot``
-    when present, else the first row."""
-    if not rows:
-        return None
-    ordered = sorted(rows, key=lambda r: bool(r.version))
-    if wanted:
-        found = [r for r in ordered if matches(r, wanted)]
-        if not found:
-            configs = ", ".join(r.config for r in rows)
-            raise ValueError(f"no configuration matches the baseline {wanted!r}; the configurations are: {configs}")
-        return found[0]
-    return next((r for r in ordered if r.named.get("model") == "dot"), rows[0])
-
-
 def fill(
     rows: list[Row],
-    base: Row | None,
     metrics: dict[str, str],
-    spec: dict[str, str] | None = None,
+    spec: Mapping[str, str] | None,
     given: Mapping[str, float] | None = None,
     ignore: Sequence[str] = (),
+    wanted: str = "",
 ) -> dict[str, list[str]]:
-    """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row and metric;
-    returns where each metric's margins come from.
+    """Per-seed values, spreads, and differences from each row's baseline with verdicts, for every row (of one table)
+    and metric; returns where each metric's margins come from.
 
-    A row's baseline is the row named like it but with ``spec``'s settings (``model=dot``): a sweep over data or
-    difficulties compares the mixers within each data or difficulty. Without such a row (or ``spec``), ``base``.
-    A row whose budget (or, tuned, whose grid) differs from its baseline's is not compared: its verdict says why and
-    how to complete it, and it is no member of the family. The p-values of one metric's comparisons are one family,
-    adjusted together (Holm). A verdict says what it rests on: fewer than 3 seeds, runs still improving."""
+    A row's baseline is the row of its table named like it but with ``spec``'s settings (:func:`own_baseline`): a
+    sweep over learning rates or difficulties compares the mixers at each. Without one the row says there is none
+    (``spec`` None: the baseline ``wanted`` names no row here). A row whose budget (or, tuned, whose grid) differs
+    from its baseline's is not compared: its verdict says why and how to complete it, and it is no member of the
+    family. The p-values of one metric's comparisons are one family, adjusted together (Holm). A verdict says what it
+    rests on: fewer than 3 seeds, runs still improving."""
     for row in rows:
         for metric in metrics:
             recorded = {r.seed: r.metrics[metric] for r in row.ok if metric in r.metrics}
@@ -129,10 +113,12 @@ def fill(
             row.missing[metric] = {seed: str(v) for seed, v in recorded.items() if seed not in row.values[metric]}
             row.spreads[metric] = spread(list(row.values[metric].values()), margins.bounds(metric))
     for row in rows:
-        chosen = own_baseline(rows, row, spec or {}) or base
+        missing = f"no baseline: no run of {wanted} on {row.runs[0].table or 'these data'}"
+        chosen, row.no_baseline = own_baseline(rows, row, spec) if spec is not None else (None, missing)
         row.baseline = chosen.config if chosen else ""
+        row.verdicts = dict.fromkeys(metrics, row.no_baseline) if row.no_baseline else {}
     by_config = {r.config: r for r in rows}
-    compared = [r for r in rows if base is not None and r.config != r.baseline]
+    compared = [r for r in rows if r.baseline and r.config != r.baseline]
     refused = {
         r.config: fairness.unequal_grid(r, by_config[r.baseline])
         or fairness.unequal_budget(r, by_config[r.baseline], ignore)
@@ -160,23 +146,53 @@ def fill(
     return sources
 
 
-def own_baseline(rows: list[Row], row: Row, spec: dict[str, str]) -> Row | None:
-    """The row named like ``row`` but with ``spec``'s values for the settings both name (the first version of a
-    mixer's source where several ran; ``row`` itself where it is one), if there is one."""
-    wanted = {k: spec.get(k, v) for k, v in row.named.items()}
-    found = sorted((r for r in rows if r.named == wanted), key=lambda r: bool(r.version))
-    return found[0] if found else None
+def baseline_spec(rows: list[Row], wanted: str | None) -> dict[str, str] | None:
+    """The settings that make a row of a table a baseline: those ``wanted`` names (``model=dot``: the dot row of each
+    learning rate or difficulty; a whole configuration's name: its settings); by default ``model=dot`` where the rows
+    name a mixer (the first row's mixer where none is dot), else every setting of the first row (one baseline for
+    all). None where ``wanted`` names no row of the table."""
+    if wanted:
+        found = [r for r in rows if matches(r, wanted)]
+        if not found:
+            return None
+        exact = next((r for r in found if r.config == wanted), None)
+        return dict(exact.named) if exact else dict(part.split("=", 1) for part in wanted.split(","))
+    mixers = [r.named.get("model") for r in rows]
+    if rows and all(mixers):
+        return {"model": "dot" if "dot" in mixers else str(mixers[0])}
+    return dict(rows[0].named) if rows else {}
 
 
-def baseline_spec(base: Row | None, wanted: str | None) -> dict[str, str]:
-    """The settings that make a configuration a baseline: those of ``wanted`` (``model=dot``: the dot row of each data),
-    ``model=dot`` by default, or all of the baseline row's (one baseline for all)."""
-    if base is None:
-        return {}
-    if wanted and wanted != base.config:
-        pairs = [part.split("=", 1) for part in wanted.split(",")]
-        if all(len(p) == 2 for p in pairs):
-            return dict(pairs)
-    if not wanted and base.named.get("model") == "dot":
-        return {"model": "dot"}
-    return dict(base.named)
+def own_baseline(rows: list[Row], row: Row, spec: Mapping[str, str]) -> tuple[Row | None, str]:
+    """The row of ``row``'s table named like it but with ``spec``'s values (the settings under a group it sets, a
+    mixer's own options, go with it) that ran the same code; ``row`` itself where it is one. Else None and why."""
+    free = tuple(k.replace("/", ".") for k in spec)
+
+    def kept(named: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in named.items() if k not in spec and not left_out(k.replace("/", "."), free)}
+
+    same = [r for r in rows if all(r.named.get(k) == v for k, v in spec.items()) and kept(r.named) == kept(row.named)]
+    code = row.runs[0].metrics.get("code") or {}
+    found = sorted(
+        (r for r in same if not code_differs(code, r.runs[0].metrics.get("code") or {})),
+        key=lambda r: (r is not row, natural(r.config)),
+    )
+    if found:
+        return found[0], ""
+    if same:
+        files = code_differs(code, same[0].runs[0].metrics.get("code") or {})
+        return (
+            None,
+            f"no baseline: {same[0].config} ran other code ({', '.join(files[:2])}{', ...' * (len(files) > 2)})",
+        )
+    wanted = ",".join(f"{k}={v}" for k, v in {**spec, **kept(row.named)}.items() if v != ABSENT)
+    return None, f"no baseline: no run of {wanted} on {row.runs[0].table or 'these data'}"
+
+
+def named_baseline(rows: list[Row], spec: Mapping[str, str] | None, wanted: str = "") -> str:
+    """How a table names its baseline: the one row the others are compared with, else the settings that make one
+    (``model=dot``, where each learning rate or difficulty has its own); ``wanted`` where no row is one."""
+    found = {r.baseline for r in rows if r.baseline}
+    if len(found) == 1:
+        return next(iter(found))
+    return ",".join(f"{k}={v}" for k, v in spec.items()) if spec is not None else wanted

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from attnexp.comparison.runs import Run
-from attnexp.comparison.tables import Row, baseline_spec, fill, group, matches, natural, pick_baseline
+from attnexp.comparison.tables import Row, baseline_spec, fill, group, named_baseline, natural
 
 
 def grid(rows: list[Row], keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -61,15 +61,7 @@ def tuned_rows(
         f"{' / '.join(monitors)} of the checkpoint each run tested; the test metrics are those runs'. Each row shows "
         "the grid its value was picked from; configurations tuned over different grids are not compared"
     )
-    wanted = ",".join(
-        s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys
-    )  # the baseline's other settings
-    base = (
-        next((r for r in sorted(chosen, key=lambda r: bool(r.version)) if matches(r, wanted)), None)
-        if wanted
-        else pick_baseline(chosen, None)
-    )
-    fill(
-        chosen, base, metrics, {k: v for k, v in baseline_spec(base, baseline).items() if k not in keys}, given, ignore
-    )
-    return chosen, rule, base.config if base else ""
+    wanted = ",".join(s for s in (baseline or "").split(",") if s and s.split("=")[0] not in keys)  # its other settings
+    spec = baseline_spec(chosen, wanted or None)
+    fill(chosen, metrics, spec, given, ignore, wanted)
+    return chosen, rule, named_baseline(chosen, spec, wanted)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -82,6 +82,17 @@ class AnswerTokens(Task):
 
     def count(self, target: Tensor) -> Tensor:
         return (target != NO_TARGET).sum()
+
+    def scored(self, splits: Mapping[str, tuple[Any, Tensor]]) -> dict[str, dict[str, int]]:
+        """``acc`` counts answer tokens, ``seq_acc`` sequences, ``acc@len=N`` the answer tokens of the test sequences
+        with N answers."""
+        found = {}
+        for split, (_, y) in splits.items():
+            answers = (y != NO_TARGET).sum(1)  # (N,)
+            found[split] = {"acc": int(answers.sum()), "seq_acc": len(y)}
+            if split == "test":
+                found[split].update({f"acc@len={n}": int(answers[answers == n].sum()) for n in self.lengths})
+        return found
 
     def metrics(self, num_classes: int, stage: str = "val") -> dict[str, Metric]:
         found: dict[str, Metric] = {"acc": AnswerAccuracy(num_classes), "seq_acc": SequenceExact(num_classes)}

@@ -53,6 +53,12 @@ class Task:
         a task that leaves some out counts on the device (a tensor)."""
         return target.numel()
 
+    def scored(self, splits: Mapping[str, tuple[Any, Tensor]]) -> dict[str, dict[str, int]]:
+        """Per split (``{name: (inputs, targets)}``), how many predictions each accuracy counts: the units its margin
+        is measured in (a token of a next-token window, not the window). Here every target: one per image, one per
+        token."""
+        return {split: {"acc": int(y.numel())} for split, (_, y) in splits.items()}
+
     def metrics(self, num_classes: int, stage: str = "val") -> dict[str, Metric]:
         """Fresh metrics for one evaluation stage (``val`` or ``test``), each updated with ``(logits, target)`` of
         :meth:`loss`; logged as ``<stage>/<name>`` beside ``<stage>/loss``."""

@@ -100,6 +100,10 @@ class Seq2SeqTask(Task):
     def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:
         return {f"{stage}/ppl": loss.exp()}
 
+    def scored(self, splits: Mapping[str, tuple[Any, Tensor]]) -> dict[str, dict[str, int]]:
+        """``acc`` counts target tokens after ``[bos]``, padding aside; ``exact`` whole sequences."""
+        return {split: {"acc": int((y[:, 1:] != PAD_ID).sum()), "exact": len(y)} for split, (_, y) in splits.items()}
+
     def metrics(self, num_classes: int, stage: str = "val") -> dict[str, Metric]:
         return {
             "acc": AnswerAccuracy(num_classes),

@@ -60,4 +60,5 @@ def test_the_suite_runs_every_task_and_tables_them(cli):
         for r in rows
     )
     assert (sweep / "performance_profile.png").is_file() and "adjusted p" in summary
-    assert "model=masked,data=mqar" in summary and "Δ vs model=dot" in summary
+    mqar = summary.split("\n## data=mqar")[1].split("\n## ")[0]  # a table per task and data set
+    assert "| model=masked | 1 |" in mqar and "Δ vs model=dot" in mqar

@@ -6,35 +6,29 @@ import csv
 import json
 import re
 
-import yaml
+import pytest
+from run_records import record
 
 from attnexp.cli.compare import main
-
-SUMMARY = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}
+from attnexp.comparison.files import OverwriteError, write_all
+from attnexp.comparison.naming import find_runs
+from attnexp.comparison.summary import compare
 
 
 def fake_run(root, overrides: list[str], **metrics):
-    folder = root / "_".join(o.replace("/", "_") for o in overrides)
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    seed = next(o.split("=")[1] for o in overrides if o.startswith("seed="))
-    variant = next(o.split("=")[1] for o in overrides if o.startswith("model="))
-    record = {
-        "status": "ok",
-        "mixer": variant,
-        "data": "digits",
-        "seed": int(seed),
-        "params": 100,
-        "classes": 10,
-        "epochs": 2,
-        "summary": list(SUMMARY.items()),
-        "monitor": "val/acc",
-        "mode": "max",
-        "seconds_per_epoch": 1.0,
+    settings = dict(o.split("=", 1) for o in overrides)
+    lr = {"module.optimizer.lr": float(settings["module.optimizer.lr"])} if "module.optimizer.lr" in settings else {}
+    return record(
+        root,
+        "_".join(o.replace("/", "_") for o in overrides),
+        settings["model"],
+        int(settings["seed"]),
+        None,
+        overrides=[o for o in overrides if not o.startswith(("model=", "seed="))],
+        changes=lr | {"trainer.max_epochs": 2},
+        seconds_per_epoch=1.0,
         **metrics,
-    }
-    (folder / "metrics.json").write_text(json.dumps(record))
-    return folder
+    )
 
 
 def sweep(root, n_seeds=3, lrs=(1e-3,), score=lambda model, lr, seed: 0.5):
@@ -124,15 +118,22 @@ def test_tuned_table_picks_each_configuration_at_its_best_rate(tmp_path, capsys)
     }
 
 
-def test_never_overwrites_what_it_did_not_write(tmp_path, capsys):
+def test_out_refuses_a_folder_of_other_files_and_replaces_an_earlier_comparison(tmp_path, capsys):
     sweep(tmp_path / "runs")
     out = tmp_path / "cmp"
     out.mkdir()
-    (out / "summary.md").write_text("my notes")
+    (out / "notes.txt").write_text("my notes")
     assert main([str(tmp_path / "runs"), "--out", str(out)]) == 2
-    assert "already holds summary.md" in capsys.readouterr().err and (out / "summary.md").read_text() == "my notes"
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnexp-compare: --out {out} holds files that no comparison wrote; nothing was written")
+    assert len(err.strip().splitlines()) == 1 and [p.name for p in out.iterdir()] == ["notes.txt"]
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "again")]) == 0
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "again")]) == 0  # its own files: replaced
+    # A sweep's folder holds its runs: the summary goes there, but never over a file of the same name it did not write.
+    (tmp_path / "runs" / "summary.md").write_text("my notes")
+    with pytest.raises(OverwriteError, match=r"already holds summary\.md"):
+        write_all(compare(find_runs([tmp_path / "runs"])), tmp_path / "runs")
+    assert (tmp_path / "runs" / "summary.md").read_text() == "my notes"
 
 
 def test_default_output_is_a_new_folder_and_a_bad_baseline_is_explained(tmp_path, capsys, monkeypatch):
@@ -140,6 +141,6 @@ def test_default_output_is_a_new_folder_and_a_bad_baseline_is_explained(tmp_path
     monkeypatch.chdir(tmp_path)
     assert main([str(tmp_path / "runs"), "--baseline", "model=cosine"]) == 2
     assert "no configuration matches the baseline 'model=cosine'" in capsys.readouterr().err
-    assert main([str(tmp_path / "runs")]) == 0
+    assert main([str(tmp_path / "runs"), str(tmp_path / "runs" / "model=dot_seed=0")]) == 0  # one folder, given twice
     (made,) = (tmp_path / "comparison").iterdir()
     assert (made / "summary.md").exists() and not (tmp_path / "runs" / "summary.md").exists()

@@ -3,81 +3,21 @@ equal tuning grids and budgets; verdicts that say what they rest on (few seeds, 
 
 from __future__ import annotations
 
-import copy
 import csv
-import json
-import os
-import time
 
-import yaml
+from run_records import record
 
 from attnexp.cli.compare import main
 
-SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"], ["test/loss", "min"]]
-CONFIG = {
-    "seed": 0,
-    "threads": None,
-    "paths": {"log_dir": "outputs"},
-    "model": {"_target_": "attnexp.mixers.DotAttention", "_partial_": True, "heads": 1},
-    "net": {"_target_": "attnexp.networks.PatchClassifier", "mixer": "${model}", "depth": 1},
-    "module": {"optimizer": {"_target_": "torch.optim.Adam", "lr": 0.003}},
-    "trainer": {"max_epochs": 5, "accelerator": "auto"},
-}
-DIFF = {"_target_": "diff_attention.DiffAttention", "_partial_": True, "heads": 1, "lambda_init": 0.8}
-SOURCES = {
-    "dot": {
-        "attnexp.mixers.dot.DotAttention": {"module": "attnexp.mixers.dot", "file": "dot.py", "sha256": "804452aa4810"}
-    },
-    "diff": {
-        "diff_attention.DiffAttention": {
-            "module": "diff_attention",
-            "file": "diff_attention.py",
-            "sha256": "3f2a11111111",
-        }
-    },
-}
 
-
-def run(root, name: str, mixer: str, seed: int, acc: float, overrides=(), changes=None, source=None, **fields):
-    """A finished run folder as attnexp writes it: its command line's overrides and its record of what ran."""
-    folder = root / name
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"model={mixer}", *overrides, f"seed={seed}"]))
-    config = copy.deepcopy(CONFIG) | {"seed": seed}
-    if mixer != "dot":
-        config["model"] = copy.deepcopy(DIFF)
-    for key, value in (changes or {}).items():
-        node = config
-        *path, leaf = key.split(".")
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    mixers = copy.deepcopy(SOURCES[mixer])
-    if source:
-        next(iter(mixers.values()))["sha256"] = source
-    record = {
-        "status": "ok",
-        "mixer": mixer,
-        "data": "digits",
-        "seed": seed,
-        "params": 100,
-        "classes": 10,
-        "epochs": 5,
-        "summary": SUMMARY,
-        "monitor": "val/acc",
-        "mode": "max",
-        "examples": {"val": 2000, "test": 2000},
-        "choices": {"model": mixer, "data": "digits", "net": "patch", "trainer": "default", "paths": "default"},
-        "config": config,
-        "mixers": mixers,
-        "test/acc": acc,
-        "val/acc_best": acc,
-        "test/loss": 1 - acc,
-        "monitor_best": acc,
-        **fields,
-    }
-    (folder / "metrics.json").write_text(json.dumps(record))
-    return folder
+def run(
+    root, name: str, mixer: str, seed: int, acc: float, overrides=(), changes=None, source=None, code=None, **fields
+):
+    """A finished run folder: ``dot``, or ``diff``, a mixer of the user's own (``diff_attention.py``, whose file's
+    hash is ``source``); ``code``: other versions of attnexp's files."""
+    code = ({"diff_attention.py": source or "3f2a11111111"} if mixer == "diff" else {}) | (code or {})
+    changes = ({"model.lambda_init": 0.8} if mixer == "diff" else {}) | (changes or {})
+    return record(root, name, mixer, seed, acc, overrides=list(overrides), changes=changes, code=code, **fields)
 
 
 def summarise(root, *args: str) -> tuple[dict[str, dict], str]:
@@ -97,18 +37,53 @@ def test_runs_that_differ_only_in_a_mixers_source_are_two_configurations_named_b
     for seed in range(3):
         run(tmp_path / "first", f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
         run(tmp_path / "first", f"diff/{seed}", "diff", seed, 0.82 + 0.01 * seed)
-    later = time.time() + 60
-    for seed in range(3):
-        folder = run(tmp_path / "edited", f"diff/{seed}", "diff", seed, 0.70 + 0.01 * seed, source="9b1c22222222")
-        os.utime(folder / ".hydra", (later, later))  # started after the first sweep
+        run(tmp_path / "edited", f"diff/{seed}", "diff", seed, 0.70 + 0.01 * seed, source="9b1c22222222")
     found, text = summarise(tmp_path)
     assert {c: r["n"] for c, r in found.items()} == {
         "model=dot": "3",
-        "model=diff": "3",
-        "model=diff (source changed: 9b1c…)": "3",
+        "model=diff (code: diff_attention.py 3f2a…)": "3",
+        "model=diff (code: diff_attention.py 9b1c…)": "3",
     }
-    assert "diff_attention.DiffAttention in diff_attention.py: 3f2a11111111 in model=diff, 9b1c22222222 here" in text
-    assert "| model=diff (source changed: 9b1c…) | 3 |" in text.split("### test/acc")[1]  # compared with model=dot
+    assert (
+        "diff_attention.py: 3f2a11111111 in model=diff (code: diff_attention.py 3f2a…), 9b1c22222222 in model=diff "
+        "(code: diff_attention.py 9b1c…)" in text
+    )
+    table = text.split("### test/acc")[1]
+    for version in ("3f2a", "9b1c"):  # each compared with model=dot: the user's mixer file is no code dot ran
+        row = next(
+            line for line in table.splitlines() if line.startswith(f"| model=diff (code: diff_attention.py {version}")
+        )
+        assert "| 3 |" in row and "baseline" not in row and "no baseline" not in row
+
+
+def test_runs_of_other_code_are_other_configurations_never_one_row_nor_a_repeated_seed(tmp_path, capsys):
+    """A checkout's attnexp/data/digits.py edited between two sweeps of dot: two configurations named by the file,
+    whether the seeds repeat or not; a mixer that ran the edited code alone has no baseline in the clean one."""
+    edited = {"attnexp/data/digits.py": "9b1c22222222"}
+    for seed in range(3):
+        run(tmp_path / "clean", f"dot/{seed}", "dot", seed, 0.3556 + 0.01 * seed)
+        run(tmp_path / "same_seeds", f"dot/{seed}", "dot", seed, 0.3806 + 0.01 * seed, code=edited)
+    for seed in (3, 4):
+        run(tmp_path / "new_seeds", f"dot/{seed}", "dot", seed, 0.3806 + 0.01 * seed, code=edited)
+    clean, changed = "model=dot (code: attnexp/data/digits.py 3f2a…)", "model=dot (code: attnexp/data/digits.py 9b1c…)"
+    for other, n in (("same_seeds", "3"), ("new_seeds", "2")):
+        assert main([str(tmp_path / "clean"), str(tmp_path / other), "--out", str(tmp_path / f"cmp_{other}")]) == 0
+        text = capsys.readouterr().out
+        found = {r["config"]: r["n"] for r in csv.DictReader((tmp_path / f"cmp_{other}" / "summary.csv").open())}
+        assert found == {clean: "3", changed: n}
+        assert f"attnexp/data/digits.py: 3f2a11111111 in {clean}, 9b1c22222222 in {changed}" in text
+    for seed in range(3):
+        run(tmp_path / "euclid", f"euclid/{seed}", "euclid", seed, 0.37, code=edited)
+    found = rows_of(tmp_path, "clean", "euclid")
+    assert found["model=euclid (code: attnexp/data/digits.py 9b1c…)"]["test/acc verdict"] == (
+        f"no baseline: {clean} ran other code (attnexp/data/digits.py)"
+    )
+
+
+def rows_of(root, *folders: str) -> dict[str, dict]:
+    out = root / f"cmp_{'_'.join(folders)}"
+    assert main([*(str(root / f) for f in folders), "--out", str(out)]) == 0
+    return {r["config"]: r for r in csv.DictReader((out / "summary.csv").open()) if r["table"] == "all"}
 
 
 def test_runs_that_differ_only_in_a_config_files_value_are_named_by_it(tmp_path):
@@ -157,19 +132,6 @@ def test_a_setting_that_differs_names_the_configurations_and_ignore_pools_them(t
         )
     assert set(rows(tmp_path)) == {"trainer.max_epochs=5", "trainer.max_epochs=9"}
     assert set(rows(tmp_path, "--ignore", "trainer.max_epochs")) == {"model=dot"}
-
-
-def test_records_without_their_settings_are_grouped_by_overrides_with_a_note(tmp_path):
-    for seed in range(2):
-        run(tmp_path, f"dot/{seed}", "dot", seed, 0.8)
-        old = run(tmp_path, f"diff/{seed}", "diff", seed, 0.8, overrides=["module.optimizer.lr=0.003"])
-        record = json.loads((old / "metrics.json").read_text())
-        for key in ("config", "choices", "mixers"):
-            record.pop(key)
-        (old / "metrics.json").write_text(json.dumps(record))
-    found, text = summarise(tmp_path)
-    assert set(found) == {"model=dot", "model=diff,module.optimizer.lr=0.003"}  # as their overrides name them
-    assert "recorded without their settings" in text
 
 
 def test_unequal_tuning_grids_are_not_compared_and_the_command_that_completes_the_grid_is_given(tmp_path, capsys):

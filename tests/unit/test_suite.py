@@ -4,10 +4,9 @@ mean score, curves against a numeric setting, and runs left at chance."""
 from __future__ import annotations
 
 import csv
-import json
 
 import pytest
-import yaml
+from run_records import record
 from scipy import stats as sp
 
 from attnexp.cli.compare import main
@@ -16,31 +15,25 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.suite import knobs
 from attnexp.comparison.summary import compare
 
-SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"]]
-
 
 def fake_run(root, overrides: list[str], acc: float, chance: float = 0.01):
-    folder = root / "/".join(overrides)
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     settings = dict(o.split("=", 1) for o in overrides)
-    record = {
-        "status": "ok",
-        "mixer": settings["model"],
-        "data": settings.get("data", "mqar"),
-        "seed": int(settings["seed"]),
-        "params": 100,
-        "classes": 64,
-        "chance": chance,
-        "epochs": 2,
-        "summary": SUMMARY,
-        "monitor": "val/acc",
-        "mode": "max",
-        "test/acc": acc,
-        "val/acc_best": acc,
-        "monitor_best": acc,
-    }
-    (folder / "metrics.json").write_text(json.dumps(record))
+    typed = [o for o in overrides if o.split("=")[0] not in ("model", "seed")]
+    changes = {k: float(v) if "." in v else int(v) for k, v in settings.items() if "." in k}
+    data = settings.get("data", "mqar")
+    record(
+        root,
+        "/".join(overrides),
+        settings["model"],
+        int(settings["seed"]),
+        acc,
+        data=data,
+        overrides=typed,
+        changes=changes,
+        classes=64,
+        chance=chance,
+        epochs=2,
+    )
 
 
 SCORES = {("mqar", "dot"): 0.9, ("mqar", "euclid"): 0.6, ("recall", "dot"): 0.5, ("recall", "euclid"): 0.5}
@@ -59,13 +52,13 @@ def test_variants_are_compared_within_each_task(tmp_path, monkeypatch):
     monkeypatch.setattr(suite_module, "REPS", 200)
     task_sweep(tmp_path)
     c = compare(find_runs([tmp_path]))
-    rows = {r.config: r for r in c.rows}
-    assert c.baseline == "model=dot"
-    assert rows["model=euclid,data=mqar"].baseline == "model=dot,data=mqar"
-    assert rows["model=euclid,data=recall"].baseline == "model=dot,data=recall"
-    assert abs(rows["model=euclid,data=mqar"].diffs["test/acc"].mean + 0.31) < 1e-9
-    assert abs(rows["model=euclid,data=recall"].diffs["test/acc"].mean + 0.01) < 1e-9
-    assert any("model=euclid,data=recall seed 0 stayed at chance" in w and "chance 0.5000" in w for w in c.warnings)
+    tables = {t.label: {r.config: r for r in t.rows} for t in c.tables}
+    assert set(tables) == {"data=mqar", "data=recall"}
+    for label, gap in (("data=mqar", -0.31), ("data=recall", -0.01)):
+        euclid = tables[label]["model=euclid"]
+        assert euclid.baseline == "model=dot" and {r.metrics["data"] for r in euclid.runs} == {label[5:]}
+        assert abs(euclid.diffs["test/acc"].mean - gap) < 1e-9
+    assert any("data=recall: model=euclid seed 0 stayed at chance" in w and "chance 0.5000" in w for w in c.warnings)
     assert not any("data=mqar" in w for w in c.warnings)
 
 
@@ -135,5 +128,5 @@ def test_a_sweep_of_one_task_keeps_one_baseline(tmp_path):
         for seed in range(2):
             fake_run(tmp_path, [f"model={model}", f"seed={seed}"], acc + 0.01 * seed)
     c = compare(find_runs([tmp_path]))
-    assert c.baseline == "model=dot" and {r.baseline for r in c.rows} == {"model=dot"}
+    assert c.tables[0].baseline == "model=dot" and {r.baseline for r in c.rows} == {"model=dot"}
     assert c.suite is None and knobs(c.runs, []) == []

@@ -4,12 +4,11 @@ seeds, many comparisons at once, intervals within bounds and linked seeds, and s
 from __future__ import annotations
 
 import csv
-import json
 import math
 
 import numpy as np
 import pytest
-import yaml
+from run_records import record as run_record
 from scipy import stats as sp
 from statsmodels.stats.multitest import multipletests
 
@@ -19,34 +18,12 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.stats import difference, spread
 from attnexp.comparison.summary import compare
 
-SUMMARY = [["test/acc", "max"], ["val/acc_best", "max"], ["test/loss", "min"]]
 
-
-def record(root, name: str, mixer: str, seed: int, acc: float, **extra) -> None:
-    """A finished run folder named ``name`` under ``root``, as a sweep over ``model`` and ``seed`` writes it."""
-    folder = root / name
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(
-        yaml.safe_dump([f"model={mixer}", f"seed={seed}", *extra.pop("overrides", [])])
-    )
-    fields = {
-        "status": "ok",
-        "mixer": mixer,
-        "data": "digits",
-        "seed": seed,
-        "params": 100,
-        "classes": 10,
-        "epochs": 2,
-        "summary": SUMMARY,
-        "monitor": "val/acc",
-        "mode": "max",
-        "examples": {"val": 2000, "test": 2000},
-        "test/acc": acc,
-        "val/acc_best": acc,
-        "test/loss": 1 - acc,
-        "monitor_best": acc,
-    }
-    (folder / "metrics.json").write_text(json.dumps(fields | extra))
+def record(root, name: str, mixer: str, seed: int, acc: float, overrides=(), **fields) -> None:
+    """A finished run folder named ``name`` under ``root``, as a sweep over ``model`` and ``seed`` writes it (with
+    ``overrides``, numbers, set in its config too)."""
+    changes = {k: int(v) if v.isdigit() else float(v) for k, v in (o.split("=", 1) for o in overrides)}
+    run_record(root, name, mixer, seed, acc, overrides=list(overrides), changes=changes, **fields)
 
 
 def euclid_row(text: str, metric: str = "test/acc") -> str:
@@ -144,6 +121,18 @@ def test_one_comparison_can_lose_its_verdict_to_the_adjustment():
     assert [verdict(d, True).split(":")[0] for d in adjusted] == ["inconclusive"] * 3
 
 
+def test_a_significant_difference_within_the_margin_is_no_better_before_equivalence_is_shown():
+    """p < 0.05, but the difference (+0.004) lies within the margin (0.005) and two one-sided tests do not yet show
+    it equivalent: inconclusive, with the seeds that would show equivalence; never better."""
+    from attnexp.comparison.stats import adjust, verdict
+
+    base = {str(i): 0.80 + 0.01 * i for i in range(5)}
+    other = {k: v + gap for (k, v), gap in zip(base.items(), (0.001, 0.007, 0.004, 0.005, 0.003))}
+    (d,) = adjust([difference(base, other, margin=0.005)])
+    assert d.p_adjusted < 0.05 and d.p_equivalent_adjusted > 0.05 and d.mean == pytest.approx(0.004)
+    assert d.seeds is not None and verdict(d, True) == f"inconclusive: about {d.seeds} seeds would show equivalence"
+
+
 def test_an_inconclusive_verdict_says_how_many_seeds_would_decide():
     from statsmodels.stats.power import TTestPower
 
@@ -183,7 +172,7 @@ def test_the_bar_plot_links_each_seeds_values_across_mixers(tmp_path, monkeypatc
         matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append([list(v) for v in a[:2]]) or real(ax, *a, **k)
     )
     (tmp_path / "out").mkdir()
-    plots.plot(c, tmp_path / "out")
+    plots.plot(c.tables[0], tmp_path / "out")
     for seed in range(3):  # a line from the seed's dot value to its euclid value (the pairing the verdict uses)
         ys = [0.8 + 0.05 * seed, 0.81 + 0.05 * seed]
         assert any(len(y) == 2 and y == pytest.approx(ys) and x[1] - x[0] == pytest.approx(1) for x, y in drawn), drawn
@@ -191,28 +180,17 @@ def test_the_bar_plot_links_each_seeds_values_across_mixers(tmp_path, monkeypatc
 
 def search_trial(root, number: int, lr: float, dim: int, objective: float) -> None:
     """A trial of ``hparams_search=optuna`` as its run folder holds it."""
-    folder = root / f"trial{number}"
-    (folder / ".hydra").mkdir(parents=True)
-    overrides = ["hparams_search=optuna", "model=euclid", f"module.optimizer.lr={lr}", f"net.dim={dim}"]
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    sweeper = {
-        "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
-        "direction": "maximize",
-        "params": {"module.optimizer.lr": "tag(log, interval(0.0003, 0.03))", "net.dim": "choice(16, 32, 64)"},
-    }
-    (folder / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper}}))
-    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"optimized_metric": "val/acc_best", "seed": 0}))
-    fields = {
-        "status": "ok",
-        "mixer": "euclid",
-        "data": "digits",
-        "seed": 0,
-        "summary": SUMMARY,
-        "val/acc_best": objective,
-        "test/acc": objective - 0.01,
-        "epochs": 2,
-    }
-    (folder / "metrics.json").write_text(json.dumps(fields))
+    run_record(
+        root,
+        f"trial{number}",
+        "euclid",
+        0,
+        objective - 0.01,
+        overrides=["hparams_search=optuna", f"module.optimizer.lr={lr}", f"net.dim={dim}"],
+        changes={"module.optimizer.lr": lr, "net.dim": dim, "optimized_metric": "val/acc_best"},
+        chosen={"hparams_search": "optuna"},
+        **{"val/acc_best": objective},
+    )
 
 
 def test_a_search_is_ranked_by_its_objective_not_compared_trial_by_trial(tmp_path, capsys):
