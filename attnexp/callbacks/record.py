@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
-from attnexp.runs import convergence, metrics_file, provenance
+from attnexp.runs import convergence, metrics_file, provenance, resolution
 from attnexp.runs.record import RunRecord
 
 log = logging.getLogger("attnexp")
@@ -168,7 +168,7 @@ class RecordKeeper(pl.Callback):
             self.history,
             monitor,
             pl_module.task.mode,
-            self.record.fields.get("examples", {}).get(monitor.split("/")[0]),
+            resolution.scored_units(self.record.fields, monitor),
         )
         self.outcome = outcome(trainer, self.validated, self.test)
         self._write(

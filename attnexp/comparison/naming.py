@@ -22,8 +22,8 @@ from typing import Any
 
 from attnexp.comparison.runs import ABSENT, OVERRIDES, Run, read_runs
 from attnexp.comparison.search import is_trial
-from attnexp.settings import flat, left_out, method
 from attnexp.runs.identity import differing_code, digest, key, method_choices
+from attnexp.settings import flat, left_out, method
 
 HASH_SHOWN = 4  # hex digits of a code version in a name: ``code: attnexp/data/digits.py 3f2a…``
 FILES_SHOWN = 2  # files named in a code version's name; the others counted

@@ -33,6 +33,10 @@ class CorpusDataModule(TextDataModule):
         self.repeats = max(1, repeats)
         self.path = "the toy corpus"
 
+    def files(self) -> dict:
+        """None: the corpus is part of attnexp's code (a run's data identity is its settings)."""
+        return {}
+
     def more_tokens_hint(self) -> str:
         return "data=text data.path=FILE for a longer text of your own"
 

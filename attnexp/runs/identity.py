@@ -104,7 +104,7 @@ def user_modules(targets: Iterable[str]) -> dict[str, Path]:
         if not file or name.split(".")[0] == "attnexp" or not file.endswith(".py"):
             continue
         path = Path(file).resolve()
-        if any(path.is_relative_to(f) for f in folders) and not installed_or_standard(path):
+        if path.is_file() and any(path.is_relative_to(f) for f in folders) and not installed_or_standard(path):
             found[module_key(name, path)] = path
     return found
 

@@ -16,8 +16,8 @@ from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
 from attnexp.runs import identity, provenance
 from attnexp.runs.convergence import judge
-from attnexp.settings import config_record
 from attnexp.runs.folders import choices_of
+from attnexp.settings import config_record
 
 
 def settings_of(overrides, tmp_path):
