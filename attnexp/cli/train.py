@@ -98,15 +98,12 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.callbacks.record import RecordKeeper
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+    from attnexp.threads import ThreadRule
 
     console.configure(multirun)
     check_environment(cfg)
     plain_cuda_check_without_driver()
-    threads = cfg.get("threads") or parallel_threads()
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    threads = ThreadRule(cfg.get("threads"), share=parallel_threads())  # torch's threads (attnexp/threads.py)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = instantiate(cfg.data)  # a data module of attnexp.data: it describes itself by its spec
     net = build_net(cfg.net, datamodule.spec)
@@ -115,8 +112,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed)
-    # the record keeper first (its fit time leaves out the figures drawn when fit ends), the interrupt last
-    callbacks: list[pl.Callback] = [RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun)]
+    # the thread rule, the record keeper (its fit time leaves out the figures drawn when fit ends), the interrupt last
+    callbacks: list[pl.Callback] = [threads, RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun)]
     callbacks += [build_callback(c, record) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
@@ -240,6 +237,7 @@ def folder_overrides(cfg: DictConfig, args: list[str]) -> list[str]:
 
 def cli() -> None:
     """Console script ``attnexp``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
         check_words(args)

@@ -11,7 +11,19 @@ from helpers import REPO
 PACKAGE = REPO / "attnexp"
 # Each layer may import the ones before it, never one after it.
 LAYERS = [
-    {"errors", "rules", "mixers", "networks", "data", "tasks", "figures", "divergence", "schedules", "module"},
+    {
+        "errors",
+        "rules",
+        "mixers",
+        "networks",
+        "data",
+        "tasks",
+        "figures",
+        "divergence",
+        "schedules",
+        "module",
+        "threads",
+    },
     {"runs"},
     {"callbacks", "comparison"},
     {"cli"},
