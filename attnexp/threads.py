@@ -1,11 +1,11 @@
 """How many torch threads a run trains with on a CPU: one where a training step is too small to share between cores,
 more only where its matrices pay for them.
 
-A second OpenMP thread costs a fork and a join (and, while it waits, a spinning core) in every parallel operation of
-the step; on a small model that costs more than it saves, and beside a busy process the spinning threads collapse
-(docs/speed.md: the MNIST model's epoch took 2.5-4x as long with torch's two threads as with one). The work of a step
-is counted, not guessed: the floating-point operations of one training batch's forward pass, by torch's own
-``FlopCounterMode``, on the real model and batch before training starts (no weight, random state or batch changes).
+A second OpenMP thread costs a fork and a join, and a waiting core, in every parallel operation of the step; on a
+small model that costs more than it saves, and beside a busy process two threads collapsed (docs/speed.md#threads: the
+MNIST model's epoch took 2.5-4x as long on torch's two threads as on one). The work of a step is counted, not guessed:
+the floating-point operations of one training batch's forward pass, by torch's own ``FlopCounterMode``, on the real
+model and batch before training starts (no weight, random state or batch changes).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# Forward FLOPs of one training step that pay for each thread (docs/speed.md#threads: where two threads began to
-# beat one on the models of configs/experiment, 2026-11-27).
+# Forward FLOPs of one training step that pay for each thread (docs/speed.md#threads): two threads paid on
+# experiment=nanogpt_char (1.3 GFLOP), not on the MNIST model (0.02 GFLOP); the steps between get one thread.
 FLOPS_PER_THREAD = 5.0e8
+MOST = torch.get_num_threads()  # torch's default when this module is first imported: OMP_NUM_THREADS, else the cores
 
 
 def threads_for(flops: float, most: int) -> int:
@@ -40,18 +41,15 @@ def forward_flops(pl_module: Any, batch: Any) -> int:
     return counter.get_total_flops()
 
 
-MOST = torch.get_num_threads()  # torch's default when this module is first imported: OMP_NUM_THREADS, else the cores
-
-
 class ThreadRule(pl.Callback):
     """Torch's threads for a run: ``requested`` when given (the user's ``threads=N``), from the moment it is made. Else
     one thread (data and weights are made the same way on every machine) until fitting starts, before anything records
-    them: then on a CPU :func:`threads_for` the forward FLOPs of the first training batch, at most ``share`` (a
-    parallel sweep job's share of the cores) or torch's default (:data:`MOST`); on another accelerator the host only
-    feeds the device, and one thread does."""
+    them: then on a CPU :func:`threads_for` the forward FLOPs of the first training batch, at most torch's default
+    (:data:`MOST`) and a parallel sweep job's ``share`` of the cores; on another accelerator the host only feeds the
+    device, and one thread does."""
 
     def __init__(self, requested: int | None = None, share: int | None = None) -> None:
-        self.requested, self.most = requested, share or MOST
+        self.requested, self.most = requested, min(share or MOST, MOST)
         torch.set_num_threads(requested or 1)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
