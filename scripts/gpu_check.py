@@ -190,8 +190,11 @@ def vit_book(args: argparse.Namespace) -> None:
     ]
     if folder is not None:
         lines += progress(folder)
+        records = [json.loads(p.read_text()) for p in folder.rglob("metrics.json")]
+        done = len(records) == len(args.models) * len(args.seeds) and all(r.get("status") == "ok" for r in records)
         summary = folder / "summary.md"
-        lines.append("\n" + summary.read_text() if summary.exists() else "\nNot finished: the same command goes on.")
+        finished = done and summary.exists()
+        lines.append("\n" + summary.read_text() if finished else "\nNot finished: the same command goes on.")
         if args.pack:
             pack(folder, Path(args.pack).resolve())
     report.write_text("\n".join(lines) + "\n")
