@@ -75,6 +75,7 @@ def config(args: argparse.Namespace, compile: bool = False) -> DictConfig:
         f"trainer.limit_train_batches={args.steps or 1.0}",
         "trainer.accelerator=cpu",
         f"module.compile={str(compile).lower()}",
+        f"threads={args.threads}",  # A trains on the threads of the others, not on the thread rule's choice
         *args.overrides,
     ]
     GlobalHydra.instance().clear()

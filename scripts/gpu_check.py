@@ -14,15 +14,26 @@ The report names the GPU, torch, CUDA and the commit, and says whether euclid me
 so one 10-minute command holds it).
 
     PYTHONPATH=. python scripts/gpu_check.py --report gpu_check.md
+
+``--vit-book`` instead runs the 30-epoch comparison of ``experiment=vit_book data=fashion_mnist``, dot against euclid,
+3 seeds, as one sweep whose jobs share the GPU (:func:`vit_book`): within ``--budget`` seconds, stopped cleanly where
+the budget ends, and continued by the same command later (``resume=true``: finished runs are skipped, the others go on
+from their last finished epoch) where the run folders are kept (``--root``):
+
+    ATTNEXP_DATA_DIR=shared/data PYTHONPATH=. python scripts/gpu_check.py --vit-book --budget 540 --report vit_book.md \
+        --pack vit_book_runs.tar.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
+import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -99,6 +110,97 @@ def aims(attention_bf16: str, vit_steps: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+VIT_BOOK = ["experiment=vit_book", "data=fashion_mnist", "data.download=false", "trainer=gpu"]
+
+
+def vit_book_command(args: argparse.Namespace) -> list[str]:
+    """The comparison's sweep: every mixer and seed of ``args`` as jobs sharing the GPU, resumed where it stopped."""
+    return [
+        sys.executable,
+        "-m",
+        "attnexp.cli.train",
+        "--multirun",
+        *VIT_BOOK,
+        f"model={','.join(args.models)}",
+        f"seed={','.join(map(str, args.seeds))}",
+        f"trainer.precision={args.precision}",
+        f"hydra.launcher.n_jobs={args.jobs or len(args.models) * len(args.seeds)}",
+        f"paths.log_dir={args.root}",
+        "resume=true",
+        *args.overrides,
+    ]
+
+
+def run_until(command: list[str], seconds: float, grace: float = 90) -> tuple[int | None, float]:
+    """Run ``command`` (a sweep) for at most ``seconds``; then ask it to stop (SIGTERM: its jobs stop at their next
+    batch and end ``interrupted``) and give it ``grace`` seconds before killing it. Its exit status (None when killed)
+    and the seconds it ran."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=max(1.0, seconds)), time.perf_counter() - started
+    except subprocess.TimeoutExpired:
+        print(f"vit_book: the budget is spent after {seconds:.0f} s: stopping the sweep", flush=True)
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=grace), time.perf_counter() - started
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the records stay "running": resume=true goes on from the last epoch
+        proc.wait()
+        return None, time.perf_counter() - started
+
+
+def sweep_folder(root: Path) -> Path | None:
+    """The newest sweep folder under ``root`` (the one the command made or resumed)."""
+    found = sorted((root / "multirun").glob("*/*/multirun.yaml"), key=lambda p: p.stat().st_mtime)
+    return found[-1].parent if found else None
+
+
+def progress(folder: Path) -> list[str]:
+    """A Markdown table of each job's status, epochs and test accuracy, from its metrics.json."""
+    rows = ["| job | status | epochs | test/acc | fit s |", "|---|---|---|---|---|"]
+    for path in sorted(folder.rglob("metrics.json")):
+        record = json.loads(path.read_text())
+        acc, fit = record.get("test/acc"), record.get("fit_s")
+        rows.append(
+            f"| {path.parent.relative_to(folder)} | {record.get('status')} | {record.get('epochs', '-')} | "
+            f"{'-' if acc is None else f'{acc:.4f}'} | {'-' if fit is None else f'{fit:.0f}'} |"
+        )
+    return rows
+
+
+def pack(folder: Path, archive: Path) -> None:
+    """The sweep folder without its checkpoints (its records, logs, curves and summary) in one .tar.gz."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name, filter=lambda info: None if info.name.endswith(".ckpt") else info)
+
+
+def vit_book(args: argparse.Namespace) -> None:
+    """The 30-epoch comparison within the budget; the jobs' progress and, once all are done, the sweep's summary
+    (its verdict) in the report."""
+    report = Path(args.report).resolve()
+    command = vit_book_command(args)
+    status, took = run_until(command, args.budget - args.grace - 15, args.grace)
+    folder = sweep_folder(Path(args.root).resolve())
+    lines = [
+        header(),
+        f"\n## vit_book, 30 epochs: exit {status} after {took:.0f} s\n",
+        f"    {' '.join(command[2:])}\n",
+    ]
+    if folder is not None:
+        lines += progress(folder)
+        records = [json.loads(p.read_text()) for p in folder.rglob("metrics.json")]
+        done = len(records) == len(args.models) * len(args.seeds) and all(r.get("status") == "ok" for r in records)
+        summary = folder / "summary.md"
+        finished = done and summary.exists()
+        lines.append("\n" + summary.read_text() if finished else "\nNot finished: the same command goes on.")
+        if args.pack:
+            pack(folder, Path(args.pack).resolve())
+    report.write_text("\n".join(lines) + "\n")
+    print(f"report: {report}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--report", default="gpu_check.md")
@@ -106,10 +208,21 @@ def main() -> None:
     parser.add_argument(
         "--budget", type=float, default=540, help="seconds for the whole check (steps past it are skipped)"
     )
+    parser.add_argument("--vit-book", action="store_true", help="the 30-epoch comparison instead (see above)")
+    parser.add_argument("--models", nargs="+", default=["dot", "euclid"], help="--vit-book: the mixers")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--vit-book: the seeds")
+    parser.add_argument("--jobs", type=int, help="--vit-book: jobs at once on the GPU (default: all of them)")
+    parser.add_argument("--precision", default="bf16-mixed", help="--vit-book: Lightning's precision")
+    parser.add_argument("--root", default="outputs", help="--vit-book: where the run folders go (and are resumed)")
+    parser.add_argument("--grace", type=float, default=60, help="--vit-book: seconds for a clean stop")
+    parser.add_argument("--pack", help="--vit-book: the sweep's records without checkpoints in this .tar.gz")
+    parser.add_argument("overrides", nargs="*", help="--vit-book: more Hydra overrides for every run")
     args = parser.parse_args()
     DEADLINE[0] = time.perf_counter() + args.budget
     if not torch.cuda.is_available():
         sys.exit("gpu_check: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with a GPU.")
+    if args.vit_book:
+        return vit_book(args)
     report = Path(args.report).resolve()
     report.write_text(header())
     py = sys.executable

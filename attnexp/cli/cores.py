@@ -11,10 +11,13 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+GPU_JOBS = 8  # jobs at once on one NVIDIA GPU: a small model's job leaves it idle between steps, others fill it
+
+
 def sweep_jobs() -> int:
-    """Resolver ``attnexp.sweep_jobs``: one job per core without a GPU; one at a time with NVIDIA GPUs (the jobs
-    would share the first GPU, and small models there are bound by per-step overhead, not by the device)."""
-    return 1 if glob.glob("/dev/nvidia[0-9]*") else cores()
+    """Resolver ``attnexp.sweep_jobs``: one job per core without a GPU; with NVIDIA GPUs, up to ``GPU_JOBS`` jobs
+    sharing the first (small models there are bound by each step's host work, not by the device)."""
+    return min(cores(), GPU_JOBS) if glob.glob("/dev/nvidia[0-9]*") else cores()
 
 
 def threads_per_job(n_jobs: int) -> int:

@@ -44,17 +44,14 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.callbacks.record import RecordKeeper
     from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+    from attnexp.threads import ThreadRule
 
     multirun = report.is_multirun()
     if record is None:
         record = RunRecord.open(cfg.paths.output_dir, cfg, folders.choices_of(HydraConfig.get()), [])
     console.configure(multirun)
     plain_cuda_check_without_driver()
-    threads = cfg.get("threads") or parallel_threads()
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    threads = ThreadRule(cfg.get("threads"), share=parallel_threads())  # torch's threads (attnexp/threads.py)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = preflight.prepared_data(cfg)
     net = build_net(cfg.net, datamodule.spec)
@@ -65,8 +62,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed=record.resumed)
         record.fields["resumed"][-1:] = [{**record.fields["resumed"][-1], "from": ckpt_path}] if record.resumed else []
         log.info(f"Resuming from {report.shown(Path(ckpt_path))}." if record.resumed else f"Training from {ckpt_path}.")
-    # the record keeper first (its fit time leaves out the figures drawn when fit ends), the interrupt last
-    callbacks: list[pl.Callback] = [RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun)]
+    # the thread rule, the record keeper (its fit time leaves out the figures drawn when fit ends), the interrupt last
+    callbacks: list[pl.Callback] = [threads, RecordKeeper(record, test=bool(cfg.get("test")), announce=not multirun)]
     callbacks += [build_callback(c, record) for c in (cfg.get("callbacks") or {}).values() if c]
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
@@ -149,6 +146,7 @@ def parallel_threads() -> int | None:
 def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage, then :func:`main`. Bad input exits with status 2 before any
     folder exists; Ctrl-C in a sweep ends its jobs (``resume=true`` continues them), status 130."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0

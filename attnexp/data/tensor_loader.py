@@ -1,8 +1,11 @@
-"""Batches sliced from tensors held in memory: no per-sample Python in the hot path."""
+"""Batches sliced from tensors held in memory: no per-sample Python in the hot path. Training data is held where the
+model trains: a GPU run copies its training split to the GPU once and slices every batch there (no copy from the host
+and no wait for one at each step)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -42,9 +45,12 @@ class BatchIndexSampler(Sampler[Tensor]):
     so Lightning leaves it in place); evaluation order is not split.
     """
 
-    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int | None = None) -> None:
+    def __init__(
+        self, size: int, batch_size: int, shuffle: bool, seed: int | None = None, device: torch.device | None = None
+    ) -> None:
         self.size, self.batch_size, self.shuffle = size, batch_size, shuffle
         self.seed = torch.initial_seed() if seed is None else seed
+        self.device = device  # where the indices go: the data's device (drawn on the CPU, so any device draws alike)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -64,9 +70,9 @@ class BatchIndexSampler(Sampler[Tensor]):
             rank, world, share = self._share()
             generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
             order = torch.randperm(self.size, generator=generator)[rank::world][:share]
-            yield from order.split(self.batch_size)
+            yield from order.to(self.device).split(self.batch_size)  # one copy an epoch
         else:
-            yield from torch.arange(self.size).split(self.batch_size)
+            yield from torch.arange(self.size, device=self.device).split(self.batch_size)
 
 
 class StreamWindows(Dataset):
@@ -89,9 +95,12 @@ class RandomStarts(Sampler[Tensor]):
     its batches), in batches of ``batch_size``. The draws of epoch ``e`` depend only on ``seed``, ``e`` and the rank
     (each rank of data-parallel training draws ``count / world`` of its own), so a resumed run sees the same windows."""
 
-    def __init__(self, count: int, size: int, batch_size: int, seed: int | None = None) -> None:
+    def __init__(
+        self, count: int, size: int, batch_size: int, seed: int | None = None, device: torch.device | None = None
+    ) -> None:
         self.count, self.size, self.batch_size = count, size, batch_size
         self.seed = torch.initial_seed() if seed is None else seed
+        self.device = device  # where the starts go: the stream's device (drawn on the CPU, so any device draws alike)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -103,19 +112,32 @@ class RandomStarts(Sampler[Tensor]):
     def __iter__(self) -> Iterator[Tensor]:
         rank, world = rank_and_world()
         generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch + 7_919 * rank)
-        yield from torch.randint(self.size, (self.count // world,), generator=generator).split(self.batch_size)
+        starts = torch.randint(self.size, (self.count // world,), generator=generator)
+        yield from starts.to(self.device).split(self.batch_size)  # one copy an epoch
 
 
-def tensor_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool) -> DataLoader:
-    """A DataLoader over in-memory tensors that fetches a whole batch with one indexing op."""
-    return DataLoader(TensorBatches(x, y), sampler=BatchIndexSampler(len(x), batch_size, shuffle), batch_size=None)
+def tensor_loader(
+    x: Tensor, y: Tensor, batch_size: int, shuffle: bool, device: torch.device | None = None
+) -> DataLoader:
+    """A DataLoader over in-memory tensors that fetches a whole batch with one indexing op; on ``device`` (copied there
+    once), else where the tensors are."""
+    device = device or x.device
+    sampler = BatchIndexSampler(len(x), batch_size, shuffle, device=device)
+    return DataLoader(TensorBatches(x.to(device), y.to(device)), sampler=sampler, batch_size=None)
+
+
+def training_device(datamodule: Any) -> torch.device:
+    """Where a data module's training batches go: its trainer's device, else the CPU (a loader made outside a fit)."""
+    trainer = getattr(datamodule, "trainer", None)
+    return trainer.strategy.root_device if trainer is not None else torch.device("cpu")
 
 
 class SplitLoaders:
     """Data-module mixin: train/val/test loaders over ``self.splits[name] = (x, y)``.
 
-    Training batches have ``batch_size`` and are reshuffled each epoch;
-    evaluation batches have ``eval_batch_size`` and keep their order.
+    Training batches have ``batch_size``, are reshuffled each epoch and are sliced on the training device;
+    evaluation batches have ``eval_batch_size``, keep their order and come from the host (a few large batches an
+    epoch, which figures and telemetry also read).
     """
 
     splits: dict[str, tuple[Tensor, Tensor]]
@@ -123,7 +145,7 @@ class SplitLoaders:
     eval_batch_size: int
 
     def train_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True)
+        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True, device=training_device(self))
 
     def val_dataloader(self) -> DataLoader:
         return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from attnexp.data.tensor_loader import RandomStarts, SplitLoaders, StreamWindows
+from attnexp.data.tensor_loader import RandomStarts, SplitLoaders, StreamWindows, training_device
 from attnexp.data.vocabulary import Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
@@ -185,8 +185,9 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         if self.windows is None:
             return super().train_dataloader()
         stream = self.streams["train"]
-        sampler = RandomStarts(self.windows, len(stream) - self.context, self.batch_size)
-        return DataLoader(StreamWindows(stream, self.context), sampler=sampler, batch_size=None)
+        device = training_device(self)
+        sampler = RandomStarts(self.windows, len(stream) - self.context, self.batch_size, device=device)
+        return DataLoader(StreamWindows(stream.to(device), self.context), sampler=sampler, batch_size=None)
 
     def validation_sample(self, max_tokens: int) -> Tensor:
         """A validation sentence for figures: from the first ``[bos]`` to its ``[eos]``, else the start.  # (L,)"""

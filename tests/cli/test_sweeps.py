@@ -104,15 +104,18 @@ def test_ddp_on_cpu_gives_one_run(cli):
 
 
 def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
+    """Each job computes what it would alone: side by side on a share of the cores, or one after the other with the
+    threads torch may use (the thread rule gives these small steps one thread either way)."""
+    import os
+
     from helpers import run_cli
 
     args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
     parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
     parallel.mkdir(), sequential.mkdir()
-    run_cli(parallel, *args)  # the default launcher: joblib, one job per core, cores / jobs threads each
-    run_cli(
-        sequential, *args, "hydra/launcher=basic", "threads=1"
-    )  # one after the other, one thread (2 cores / 2 jobs here)
+    every_core = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}
+    run_cli(parallel, *args, env=every_core)  # the default launcher: joblib, one job per core, its share of threads
+    run_cli(sequential, *args, "hydra/launcher=basic", env=every_core)  # one after the other, the default threads
     for job in ("model=dot", "model=euclid"):
         a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
         assert a["status"] == b["status"] == "ok"

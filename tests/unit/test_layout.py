@@ -23,8 +23,9 @@ LAYERS = [
         "divergence",
         "schedules",
         "module",
-    }
-    | {"prediction"},
+        "threads",
+        "prediction",
+    },
     {"runs"},
     {"callbacks", "comparison"},
     {"cli"},
