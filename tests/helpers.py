@@ -46,8 +46,16 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
 
 
 def run_dirs(root: Path) -> list[Path]:
-    """Every run folder (one holding metrics.json) under ``root``, sorted."""
-    return sorted(p.parent for p in root.rglob("metrics.json"))
+    """Every run folder (one holding metrics.json) under ``root``, sorted, once each: a sweep's links to its jobs' runs
+    are followed, and a run reached both ways is named by its own folder."""
+    found: dict[Path, Path] = {}
+    for top, _, files in sorted(os.walk(root, followlinks=True)):
+        if "metrics.json" in files:
+            path = Path(top)
+            real = path.resolve()
+            if real not in found or path == real:
+                found[real] = path
+    return sorted(found.values())
 
 
 def read_metrics(run_dir: Path) -> dict:

@@ -1,5 +1,4 @@
-"""Ctrl-C (and, in a sweep, SIGTERM) stops training and testing at the next batch boundary, as Lightning already
-does for SIGTERM."""
+"""Ctrl-C stops training and testing at the next batch boundary, as Lightning already does for SIGTERM."""
 
 from __future__ import annotations
 
@@ -16,11 +15,10 @@ class DeferredInterrupt(pl.Callback):
     """A stop request (:mod:`attnexp.stop_request`) raises KeyboardInterrupt at the next batch end or epoch end,
     and Lightning's usual interrupt path follows (``interrupted.ckpt``, status ``interrupted``, exit 130).
 
-    In a single run it installs the SIGINT handler itself while fitting (a second Ctrl-C interrupts at once); a
-    sweep's handlers, already there, are kept. Python's default handler raises at whatever line the main thread
-    is on. Inside ``threading.Condition.notify`` (TensorBoard's event queue, written at every epoch end) that
-    leaves a stale waiter, the writer thread misses its wake-up, and closing the logger waited up to its
-    ``flush_secs`` (120 s).
+    It installs the SIGINT handler while fitting (a second Ctrl-C interrupts at once). Python's default handler raises
+    at whatever line the main thread is on. Inside ``threading.Condition.notify`` (TensorBoard's event queue, written
+    at every epoch end) that leaves a stale waiter, the writer thread misses its wake-up, and closing the logger
+    waited up to its ``flush_secs`` (120 s).
     """
 
     def __init__(self) -> None:
@@ -28,9 +26,9 @@ class DeferredInterrupt(pl.Callback):
         self.raised = False
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if threading.current_thread() is threading.main_thread() and not stop_request.installed():
+        if threading.current_thread() is threading.main_thread():
             stop_request.clear()
-            self.previous = signal.signal(signal.SIGINT, stop_request.StopOnSignal(at_once=True))
+            self.previous = signal.signal(signal.SIGINT, stop_request.StopOnSignal())
 
     def _check(self, *args: Any, **kwargs: Any) -> None:
         if stop_request.requested() and not self.raised:

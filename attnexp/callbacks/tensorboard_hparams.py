@@ -16,6 +16,7 @@ from attnexp.runs.record import RunRecord
 
 # every run's HParams keys, then the keys its command line sets
 CURATED = ("mixer", "seed", "data", "lr", "params", "net", "task", "width", "depth", "heads", "batch_size", "epochs")
+AS_TEXT = ("seed", "width", "depth", "heads", "batch_size", "epochs")  # whole numbers TensorBoard would show as 0.0000
 WHAT_RAN = ("identity", "choices", "command", "software", "device", "config")  # the record's fields in the Text tab
 
 
@@ -45,7 +46,8 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
                 values[key] = OmegaConf.select(cfg, key, default=value)
             except Exception:  # a value recorded as written (a location): the override's words
                 values[key] = value
-    return {k: "null" if v is None else str(v).lower() if isinstance(v, bool) else v for k, v in values.items()}
+    shown = {k: str(v) if k in AS_TEXT and v is not None else v for k, v in values.items()}
+    return {k: "null" if v is None else str(v).lower() if isinstance(v, bool) else v for k, v in shown.items()}
 
 
 class TensorBoardHParams(pl.Callback):

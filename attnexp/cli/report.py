@@ -18,8 +18,8 @@ INTERRUPTED = (
     "command with resume=true continues from the last finished epoch."
 )
 STOPPED = (
-    "Stopped by Ctrl-C: the runs that were training end as they are (a sweep's jobs are reported abandoned); the "
-    "same command with resume=true continues them from their last finished epoch, and skips the finished ones."
+    "Stopped by Ctrl-C or SIGTERM: the runs that were training end where they are (a sweep's are reported abandoned); "
+    "the same command with resume=true continues them from their last finished epoch and skips the finished ones."
 )
 WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
 LABELS = {
@@ -115,6 +115,8 @@ def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
         try:
             record = metrics_file.read(other)
         except metrics_file.DamagedRecord:
+            continue
+        if other == here or not record:
             continue
         changed = differing_code(record.get("code") or {}, code)
         what = f"code: {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''}" if changed else "settings or data"

@@ -153,7 +153,7 @@ def cli() -> None:
             with console.quiet(logging.ERROR, "attnexp"):
                 preflight.check(args, CONFIG_DIR)
     except AttnexpError as err:
-        print(err, file=sys.stderr)
+        print(f"Bad input: {err}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
     sys.argv[1:] = args
     try:

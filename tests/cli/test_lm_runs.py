@@ -40,7 +40,7 @@ def run_predict(run, *overrides: str) -> subprocess.CompletedProcess:
 def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     root, _ = cli("model=dot", "data=corpus", "data.repeats=20", *QUIET, env=ONE_THREAD)
     (run,) = run_dirs(root / "outputs")
-    assert "_dot_corpus_" in run.name  # <time>_<mixer>_<data>_<other overrides>
+    assert run.parent.name.startswith("dot_corpus_")  # <mixer>_<data>_<identity>/seed=<n>
     metrics = read_metrics(run)
     assert metrics["status"] == "ok" and metrics["net"] == "lm"
     assert metrics["val/ppl"] == pytest.approx(math.exp(metrics["val/loss"]), rel=1e-4)
@@ -74,19 +74,21 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     assert proc.returncode == 0 and "'come'" in proc.stdout, proc.stderr[-2000:]
 
 
-def test_best_checkpoint_is_never_the_interrupted_one(tmp_path):
+def test_best_is_the_checkpoint_the_record_names_never_the_newest_file(tmp_path):
+    """With save_top_k=3 the newest checkpoint is not the best: the record says which one the test loaded."""
     folder = tmp_path / "checkpoints"
     folder.mkdir()
-    for age, name in enumerate(["interrupted.ckpt", "last.ckpt", "epoch001-acc0.5000.ckpt"]):
+    names = ["interrupted.ckpt", "epoch006-acc0.8222.ckpt", "last.ckpt", "epoch004-acc0.8278.ckpt"]
+    for age, name in enumerate(names):
         (folder / name).write_bytes(b"")
         os.utime(folder / name, (1e9 - age, 1e9 - age))  # the interrupted state is the newest file
-    assert find_checkpoint(tmp_path, "best").name == "epoch001-acc0.5000.ckpt"
-    (folder / "epoch001-acc0.5000.ckpt").unlink()
-    assert find_checkpoint(tmp_path, "best").name == "last.ckpt"
+    record = {"best_checkpoint": str(folder / "epoch004-acc0.8278.ckpt")}
+    assert find_checkpoint(tmp_path, "best", record).name == "epoch004-acc0.8278.ckpt"
+    assert find_checkpoint(tmp_path, "best", {}).name == "last.ckpt"  # a run that chose no best
     (folder / "last.ckpt").unlink()
     with pytest.raises(AttnexpError, match="interrupted before an epoch ended"):
-        find_checkpoint(tmp_path, "best")
-    assert find_checkpoint(tmp_path, str(folder / "interrupted.ckpt")).name == "interrupted.ckpt"
+        find_checkpoint(tmp_path, "last", record)
+    assert find_checkpoint(tmp_path, str(folder / "interrupted.ckpt"), record).name == "interrupted.ckpt"
 
 
 def test_char_level_run_on_a_small_file(cli, tmp_path):
@@ -105,7 +107,7 @@ def test_char_level_run_on_a_small_file(cli, tmp_path):
     )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
-    assert metrics["status"] == "ok" and "_se_text_" in run.name
+    assert metrics["status"] == "ok" and run.parent.name.startswith("se_text_")
     assert math.isfinite(metrics["val/ppl"]) and metrics["val/ppl"] < 24  # below guessing among the ~24 characters
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     state = ckpt["TextDataModule"]

@@ -1,5 +1,5 @@
-"""Ctrl-C while fitting waits for the next batch boundary; a second one interrupts at once, except in a sweep's
-parallel jobs, which one Ctrl-C reaches twice (from the terminal and from the sweep)."""
+"""Ctrl-C while fitting waits for the next batch boundary; a second one interrupts at once; Lightning's SIGTERM
+handler logs nothing from inside a signal handler."""
 
 from __future__ import annotations
 
@@ -36,41 +36,6 @@ def test_ctrl_c_is_raised_at_the_next_batch_end_then_the_handler_is_restored():
     assert signal.getsignal(signal.SIGINT) is before
 
 
-def test_a_sweep_job_records_every_signal_and_keeps_the_sweep_handler():
-    """In a parallel sweep's worker both signals only record the request, however many arrive; the run's callback
-    keeps that handler and stops at the next test or training batch."""
-    previous = stop_request.install(stop_request.StopOnSignal(at_once=False))
-    try:
-        callback = DeferredInterrupt()
-        callback.on_fit_start(None, None)
-        assert isinstance(signal.getsignal(signal.SIGINT), stop_request.StopOnSignal) and callback.previous is None
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGINT):  # the group's Ctrl-C, then the sweep's forwarded one
-            os.kill(os.getpid(), sig)
-        assert stop_request.requested() == signal.SIGTERM
-        with pytest.raises(KeyboardInterrupt):
-            callback.on_test_batch_end(None, None, None, None, 0)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        stop_request.clear()
-
-
-def test_the_sweep_forwards_the_first_signal_and_stops_at_once_on_the_second():
-    forwarded = []
-    previous = stop_request.install(stop_request.StopOnSignal(at_once=True, on_first=forwarded.append))
-    try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert forwarded == [signal.SIGTERM]
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGTERM)
-            forwarded.append(None)  # the handler runs before this line
-        assert forwarded == [signal.SIGTERM]
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        stop_request.clear()
-
-
 class RefusesReentrantWrites(io.StringIO):
     """A log stream that, like a buffered file, refuses a write that starts while another is in progress; a line
     with "now" in it receives SIGTERM mid-write."""
@@ -98,20 +63,19 @@ def test_sigterm_during_a_log_write_prints_no_logging_error(capsys, configured):
     handler, level, showwarning = logging.StreamHandler(stream), root.level, warnings.showwarning
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    previous = stop_request.install(stop_request.StopOnSignal(at_once=False))  # a sweep worker's
+    previous = signal.signal(signal.SIGTERM, stop_request.StopOnSignal())
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     try:
         if configured:
             console.configure(multirun=False)
         trainer._signal_connector.register_signal_handlers()  # as Lightning does when fitting starts
         logging.getLogger("attnexp").info("epoch 1 ends now")
-        assert stop_request.requested() == signal.SIGTERM  # Lightning's handler passed it on to the sweep's
+        assert stop_request.requested() == signal.SIGTERM  # Lightning's handler passed it on to the one before it
         assert "epoch 1 ends now" in stream.getvalue()
         assert ("Logging error" in capsys.readouterr().err) is not configured
     finally:
         trainer._signal_connector.teardown()
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        signal.signal(signal.SIGTERM, previous)
         stop_request.clear()
         root.removeHandler(handler)
         root.setLevel(level)
