@@ -79,7 +79,8 @@ def vit_book(name: str) -> nn.Module:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from attnexp.cli.train import CONFIG_DIR, build_net
+    from attnexp.build import network as build_net
+    from attnexp.cli.train import CONFIG_DIR
 
     model = {"euclid explicit": ["model=euclid", "model.path=explicit"]}.get(name, [f"model={name}"])
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):

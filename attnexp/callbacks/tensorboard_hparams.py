@@ -51,8 +51,8 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
 
 
 class TensorBoardHParams(pl.Callback):
-    """Writes what the record says ran to the Text tab when training starts, and the HParams row (``hparams.yaml``
-    too) when the run is finished: after the test, or after fit when ``test`` is false. ``record``: the run's record,
+    """Writes what the record says ran to the Text tab and ``hparams.yaml`` when training starts, and the HParams row
+    when the run is finished: after the test, or after fit when ``test`` is false. ``record``: the run's record,
     handed over by the entrypoint."""
 
     def __init__(self, record: RunRecord | None = None, test: bool = True) -> None:
@@ -61,11 +61,13 @@ class TensorBoardHParams(pl.Callback):
     def _loggers(self, trainer: pl.Trainer) -> list[TensorBoardLogger]:
         return [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)] if trainer.is_global_zero else []
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        if self.record is not None:
+    def setup(self, trainer: pl.Trainer, pl_module: Any, stage: str) -> None:
+        """Before Lightning writes ``hparams.yaml`` (when fitting starts): the values, and what ran as text."""
+        if self.record is not None and stage == "fit":
             shown = {key: self.record.fields.get(key) for key in WHAT_RAN}
             text = "".join(f"    {line}\n" for line in yaml.safe_dump(shown, sort_keys=False).splitlines())
             for logger in self._loggers(trainer):
+                logger.log_hyperparams(curated_hparams(self.record, pl_module))
                 logger.experiment.add_text("config", text, global_step=0)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
@@ -79,7 +81,7 @@ class TensorBoardHParams(pl.Callback):
         """The HParams row; its metrics are logged again at the step they were logged at, with the same values."""
         if self.record is None:
             return
-        logged = trainer.callback_metrics
-        metrics = {k: float(logged[k]) for k in pl_module.task.summary if k in logged}
+        known = {**self.record.fields, **trainer.callback_metrics}  # the test's metrics, and the fit's best
+        metrics = {k: float(known[k]) for k in pl_module.task.summary if k in known}
         for logger in self._loggers(trainer):
             logger.log_hyperparams(curated_hparams(self.record, pl_module), metrics, step=step)

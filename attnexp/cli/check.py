@@ -31,7 +31,7 @@ def composed_mixer(cfg: DictConfig) -> Any:
     """The first mixer of the network ``cfg`` composes (its requests: width, heads, tokens, causal)."""
     from hydra.utils import instantiate
 
-    from attnexp.cli.train import build_net
+    from attnexp.build import network as build_net
     from attnexp.mixers import is_mixer
 
     net = build_net(cfg.net, instantiate(cfg.data).spec)

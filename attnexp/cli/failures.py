@@ -60,7 +60,7 @@ def parameter_count(cfg: DictConfig) -> int | None:
         import torch
         from hydra.utils import instantiate
 
-        from attnexp.cli.preflight import build_net
+        from attnexp.build import network as build_net
 
         with torch.device("meta"):
             net = build_net(cfg.net, instantiate(cfg.data).spec)

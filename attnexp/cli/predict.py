@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.build import network as build_net
 from attnexp.cli.search_path import add_import_folders
-from attnexp.cli.train import CONFIG_DIR, build_net
+from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
 from attnexp.prediction import predict_next, predict_sequence

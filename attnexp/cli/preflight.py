@@ -17,9 +17,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp import build
 from attnexp.cli import targets, typos
 from attnexp.cli.typos import NOTHING
-from attnexp.errors import AttnexpError, is_bad_input, root_cause
+from attnexp.errors import AttnexpError
 from attnexp.rules import RULES, Rule, check_value
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
@@ -47,7 +48,7 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
         check_values(cfg)
     if is_sweep(args, jobs[0]):
         check_launcher(jobs[0])
-    for cfg in {json_key(c, ("model", "net", "data", "task", "module")): c for c in jobs}.values():
+    for cfg in {str(OmegaConf.masked_copy(c, ["model", "net", "data", "task", "module"])): c for c in jobs}.values():
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
         check_build(cfg)
     if folders:
@@ -66,10 +67,6 @@ def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") ->
         return []
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         return compose_jobs(args, parsed, config_name)
-
-
-def json_key(cfg: DictConfig, keys: Sequence[str]) -> str:
-    return str(OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in keys if k in cfg]), resolve=False))
 
 
 def sweep_values(override: Any) -> list[str]:
@@ -184,11 +181,9 @@ def check_launcher(cfg: DictConfig) -> None:
 
 
 def check_build(cfg: DictConfig) -> None:
-    """Build the data, the network (on the meta device), the task and the optimizer as the run will, so that a bad
-    argument, a missing file or a checkpoint of another model is refused now; an error of the user's code is left to
-    the run, which records it."""
+    """No GPU asked for where there is none; the objects build (:func:`attnexp.build.check`); a checkpoint to train
+    from fits the network."""
     import torch
-    from hydra.utils import instantiate
 
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
@@ -196,88 +191,11 @@ def check_build(cfg: DictConfig) -> None:
             f"trainer.accelerator={accelerator} asks for a GPU, but PyTorch sees none on this machine (torch "
             f"{torch.__version__}). Use trainer=cpu, or trainer=default to pick whatever accelerator is present."
         )
-    try:
-        data = instantiate(cfg.data)
-        data.prepare_data()
-        data.setup()  # sizes that do not fit are found when the data is read: the run then takes it as it is
-        PREPARED[:] = [(json_key(cfg, ("data", "paths")), data)]
-        with torch.device("meta"):
-            net = build_net(cfg.net, data.spec)
-        instantiate(cfg.task)
-        check_optimizer(cfg, [torch.nn.Parameter(torch.zeros(1))])
-        if cfg.get("ckpt_path"):
-            from attnexp.callbacks.checkpoints import check_checkpoint
+    net = build.check(cfg)
+    if cfg.get("ckpt_path") and net is not None:
+        from attnexp.callbacks.checkpoints import check_checkpoint
 
-            check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
-    except Exception as err:
-        if is_bad_input(err):
-            raise root_cause(err) from None
-
-
-PREPARED: list[tuple[str, Any]] = []  # the data module the last check read, for the run that follows in this process
-
-
-def prepared_data(cfg: DictConfig) -> Any:
-    """The data module the pre-flight stage read for ``cfg``, once; else a new one."""
-    from hydra.utils import instantiate
-
-    key = json_key(cfg, ("data", "paths"))
-    found = [data for k, data in PREPARED if k == key]
-    PREPARED.clear()
-    return found[0] if found else instantiate(cfg.data)
-
-
-def build_net(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:
-    """Instantiate the network from its config and the data's shape facts (``datamodule.spec``)."""
-    from hydra.utils import instantiate
-
-    unknown = unaccepted(net_cfg._target_, spec)
-    if unknown:
-        fits = [f"net={name}" for name, target in network_options() if not unaccepted(target, spec)]
-        raise AttnexpError(
-            f"The network {net_cfg._target_} does not fit this data: the data describes itself by {sorted(spec)}, "
-            f"and the network takes no {unknown}. Drop the net= override (each data config picks a network that "
-            f"fits it) or pick one that does: {', '.join(fits) or 'none of the net options'}."
-        )
-    return instantiate(net_cfg, **spec)
-
-
-def network_options() -> list[tuple[str, str]]:
-    """Every option of the ``net`` config group, with the class it builds."""
-    from attnexp.cli.search_path import config_dir
-
-    return [(p.stem, OmegaConf.load(p)._target_) for p in sorted((config_dir() / "net").glob("*.yaml"))]
-
-
-def unaccepted(target: str, keys: Any) -> list[str]:
-    """The ``keys`` that the callable ``target`` (a dotted path) takes no argument for."""
-    import inspect
-
-    from hydra.utils import get_object
-
-    params = inspect.signature(get_object(target)).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return []
-    return sorted(str(k) for k in keys if k not in params)
-
-
-def check_optimizer(cfg: DictConfig, params: list[Any]) -> None:
-    """Every key of ``module.optimizer`` must be an argument of its class (switching ``_target_`` keeps the default's
-    ``fused``, which not every optimizer takes)."""
-    import inspect
-
-    from hydra.utils import get_object, instantiate
-
-    node = cfg.module.optimizer
-    taken = inspect.signature(get_object(node._target_)).parameters
-    unknown = [str(k) for k in node if not str(k).startswith("_") and k not in taken]
-    if unknown:
-        raise AttnexpError(
-            f"module.optimizer sets {', '.join(unknown)}, which {node._target_} does not take (it takes "
-            f"{', '.join(k for k in taken if k != 'params')}). Remove it with "
-            f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or choose an optimizer that takes it."
-        )
-    instantiate(node)(params)
+        check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
 
 
 def check_folders(jobs: list[DictConfig]) -> None:

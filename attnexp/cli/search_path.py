@@ -22,14 +22,9 @@ from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from attnexp.build import config_dir
+
 ENTRY_POINTS = "attnexp.configs"  # the entry-point group of installed config packages
-
-
-def config_dir() -> Path:
-    """attnexp's own config groups: ``attnexp/configs`` in an installed wheel, else the repository's ``configs/``."""
-    package = Path(__file__).resolve().parents[1]
-    packaged = package / "configs"
-    return packaged if packaged.is_dir() else package.parent / "configs"
 
 
 def working_configs(cwd: Path | None = None) -> Path | None:

@@ -18,15 +18,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import console, failures, preflight, report, schema, search_path
+from attnexp import build
+from attnexp.build import network as build_net
+from attnexp.cli import console, failures, preflight, report, schema
 from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
-from attnexp.cli.preflight import build_net
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.runs import folders
 from attnexp.runs.record import RunRecord
 
-CONFIG_DIR = str(search_path.config_dir())
+CONFIG_DIR = str(build.config_dir())
 
 schema.register()
 OmegaConf.register_new_resolver("attnexp.run_folder", folders.run_folder, replace=True)
@@ -53,7 +54,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     plain_cuda_check_without_driver()
     threads = ThreadRule(cfg.get("threads"), share=parallel_threads())  # torch's threads (attnexp/threads.py)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = preflight.prepared_data(cfg)
+    datamodule = build.prepared_data(cfg)
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     last = record.folder / "checkpoints" / "last.ckpt"

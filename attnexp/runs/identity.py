@@ -1,11 +1,8 @@
-"""A run's identity: what ran. Its method settings (:func:`attnexp.settings.method`) and the config-group
-options that name them, the code it imported (every source file of attnexp, and the user's modules: a mixer and the
-helpers it imports) and the data it read (files by size and hash; generated data by its settings, which are method
-settings). Two runs of one identity and seed ran the same computation; runs whose code or data differ are different
-configurations, never seeds of one.
-
-Every part is recorded in ``metrics.json`` (``identity``, ``code``, ``dataset``), so a comparison can tell what
-differs (``code: attnexp/data/digits.py``) and can leave tuned keys out of the grouping (:func:`key`). Reads no torch.
+"""A run's identity: what ran. Its method settings (:func:`attnexp.settings.method`) and the config-group options
+that name them, the code it imported (every source file of attnexp, and the user's modules: a mixer and the helpers it
+imports) and the data it read (files by size and hash; generated data by its settings). Two runs of one identity and
+seed ran the same computation; runs whose code or data differ are different configurations, never seeds of one. Each
+part is in ``metrics.json``, so a comparison can say what differs and leave tuned keys out (:func:`key`). No torch.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from typing import Any
 
 from attnexp.settings import method
 
-SCHEMA = 2  # metrics.json's layout: records of another schema are refused by comparisons and resume, never guessed at
+SCHEMA = 2  # metrics.json's layout: records of another schema are refused by comparisons, never guessed at
 DIGITS = 12  # hex digits of an identity and of each file hash
 # config groups whose option names no method: where files go, what is shown, the device, saved combinations (their
 # settings count, not their names)
@@ -50,14 +47,6 @@ def key(
     leave when they are not told apart."""
     settings = method(config, ("seed", *ignore))
     return digest({"choices": method_choices(choices), "settings": settings, "code": code_id, "data": data_id})
-
-
-def of_record(record: Mapping[str, Any], ignore: Iterable[str] = ()) -> str | None:
-    """A record's identity computed again (``ignore``: tuned keys left out); None for a record of another schema."""
-    if record.get("schema") != SCHEMA or not isinstance(record.get("config"), dict):
-        return None
-    code, data = record.get("code") or {}, record.get("dataset") or {}
-    return key(record.get("choices") or {}, record["config"], str(code.get("id")), str(data.get("id")), ignore)
 
 
 @functools.lru_cache(maxsize=256)

@@ -129,7 +129,7 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
     from helpers import REPO, TEST_ENV, compose_cfg
     from hydra.utils import instantiate
 
-    from attnexp.cli.train import build_net
+    from attnexp.build import network as build_net
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

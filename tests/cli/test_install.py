@@ -21,7 +21,7 @@ def built_wheel(tmp_path: Path) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for name in ("attnexp", "configs"):
+    for name in ("attnexp", "configs", "hydra_plugins"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [
@@ -50,7 +50,9 @@ def test_the_wheel_carries_every_module_and_config_and_runs_outside_the_checkout
     configs = {
         f"attnexp/configs/{p.relative_to(REPO / 'configs').as_posix()}" for p in (REPO / "configs").rglob("*.yaml")
     }
-    modules = {p.relative_to(REPO).as_posix() for p in (REPO / "attnexp").rglob("*.py")}
+    modules = {
+        p.relative_to(REPO).as_posix() for top in ("attnexp", "hydra_plugins") for p in (REPO / top).rglob("*.py")
+    }
     assert configs <= names and modules <= names, sorted((configs | modules) - names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)

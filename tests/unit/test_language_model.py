@@ -10,7 +10,8 @@ import torch
 from helpers import causal_mixers, model_factory
 from omegaconf import OmegaConf
 
-from attnexp.cli.train import CONFIG_DIR, build_net
+from attnexp.build import network as build_net
+from attnexp.cli.train import CONFIG_DIR
 from attnexp.data import Vocabulary
 from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.networks import LanguageModel

@@ -25,6 +25,7 @@ LAYERS = [
         "module",
         "threads",
         "prediction",
+        "build",
     },
     {"runs"},
     {"callbacks", "comparison"},
