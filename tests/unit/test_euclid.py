@@ -9,8 +9,10 @@ import torch
 from attnexp.errors import AttnexpError
 from attnexp.mixers import EuclidAttention, causal_mask
 from attnexp.mixers.euclid.formula import euclid_score
-from attnexp.mixers.euclid.ops import fused, tiles
+from attnexp.mixers.euclid.ops import tiles
+from attnexp.mixers.euclid.ops.fixed import FixedEuclid
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+from attnexp.mixers.euclid.ops.rows import RowsEuclid
 from attnexp.mixers.multihead import attention
 
 EPS = 1e-3
@@ -34,7 +36,15 @@ def explicit(q, k, v, mask, scale, eps):
     return attention(euclid_score(q, k, scale, eps), v, mask)[0]
 
 
-PATHS = {"explicit": explicit, "fused": fused_euclid_attention}
+def rows(q, k, v, mask, scale, eps):
+    return fused_euclid_attention(q, k, v, mask, scale, eps, RowsEuclid)
+
+
+def fixed(q, k, v, mask, scale, eps):
+    return fused_euclid_attention(q, k, v, mask, scale, eps, FixedEuclid)
+
+
+PATHS = {"explicit": explicit, "rows": rows, "fixed": fixed}
 
 
 def qkv(seed=0, b=2, h=2, lq=9, lk=9, d=8):
@@ -69,7 +79,7 @@ def assert_matches(out, ref, inputs, atol=1e-5, grads=True):
 def tiling(request, monkeypatch):
     """The fused path as one tile (weights kept for the backward pass), one query row per tile, or uneven tiles."""
     if request.param != "one tile":
-        monkeypatch.setattr(fused, "KEEP_SCORES", 0)
+        monkeypatch.setattr(tiles, "KEEP_SCORES", 0)
         monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 9 if request.param == "row tiles" else 20)
     return request.param
 
@@ -155,7 +165,7 @@ def test_a_nan_query_spreads_to_its_output_row():
 def test_tiles_keep_no_score_matrix_for_backward(monkeypatch):
     """Long sequences: autograd saves q, k, v, the output, row statistics, the nearest keys and a view of the caller's
     (B, 1, 1, Lk) padding mask, nothing of size Lq x Lk."""
-    monkeypatch.setattr(fused, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
+    monkeypatch.setattr(tiles, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
     q, k, v = (torch.randn(2, 2, 300, 4, requires_grad=True) for _ in range(3))
     padding = torch.ones(2, 1, 1, 300, dtype=torch.bool)
     padding[1, ..., 200:] = False
@@ -297,7 +307,8 @@ def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
 @pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])
 def test_the_fused_path_compiles_under_autocast(length, monkeypatch):
     """Under bf16 autocast the compiled backward pass keeps its distances float32, as the eager one does (the traced
-    backward ran its matmuls in bf16 and failed on mixed dtypes)."""
+    backward ran its matmuls in bf16 and failed on mixed dtypes). Compiled, the fixed-shape function runs; eager,
+    the CPU's rows function: the two agree to bf16's rounding of the weights and values (1% of the largest)."""
     monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 1 << 14)
     torch.manual_seed(8)
     attn = EuclidAttention(16, heads=2, path="fused")
@@ -310,4 +321,4 @@ def test_the_fused_path_compiles_under_autocast(length, monkeypatch):
         results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad.to(out.dtype))))
     for compiled, eager in zip(*results):
         assert compiled.dtype == eager.dtype
-        torch.testing.assert_close(compiled, eager, atol=1e-2, rtol=1e-2)
+        assert (compiled - eager).abs().max() <= 1e-2 * eager.abs().max()

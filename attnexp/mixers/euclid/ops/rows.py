@@ -1,0 +1,258 @@
+"""Euclid on a CPU outside a compiled graph: the query rows that need exact distances found by reading the data.
+
+A CPU has no device to wait for, so reading a value costs nothing and the data can say where work is needed. The
+expansion ``||q||^2 + ||k||^2 - 2 q.k`` (one matmul) is exact to a few float32 ulps of the squared norms; a query
+row is recomputed whole from the differences ``q - k`` (every key exact, forward and backward) where its nearest key
+by the expansion is close enough for that rounding to show (:func:`exact_rows`):
+
+- a squared distance at most :data:`ROW_NEAR` times ``||q||^2`` (scaled): any pair the expansion resolves worse than
+  ~1e-5 of its distance lies in such a row (the rule of :data:`NEAR`), or
+- a scaled distance below 1/:data:`EXP_SAFE`, where a score could pass 64 (2^64 must not overflow a row's sum) or
+  eps is no longer below float32 rounding of the distance.
+
+Each row is decided on its own numbers, never once for the batch: a row's result is the same bits whatever the other
+rows hold, and a NaN stays in its row (it compares false and takes the general path). Every other row scores its
+keys from the expansion in one pass, ``rsqrt(x + eps^2)`` where eps <= :data:`FOLDED_EPS` (equal to 1/(d + eps) to
+float32 rounding there, d being at least 1/64), and needs no shift before ``exp2`` (its scores are at most 64).
+Exact rows take each row's largest score off before ``exp2`` and ``rowsum(p * dp)`` from their weights (one weight
+may be 1 and the factor z^2 / d huge); the others take it as ``rowsum(dout * out)``, Lq x D values, as flash
+attention does. Scores are in base 2, as on the fixed-shape path (:mod:`~attnexp.mixers.euclid.ops.fused`).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from attnexp.mixers.euclid.formula import FAR, autocast_on, float32_math
+from attnexp.mixers.euclid.ops import tiles as tiling
+from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
+from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
+
+NEAR = 1.0 / 64  # pairs with a squared distance below this share of ||q||^2 + ||k||^2 need the difference
+# A near pair has ||k||^2 <= 1.43 ||q||^2 (the triangle inequality at NEAR), so every row holding one has a
+# squared distance below ROW_NEAR * ||q||^2: one comparison per row finds them.
+ROW_NEAR = NEAR * 2.4275
+EXP_SAFE = 64.0  # largest base-2 score a general row may hold: 2^64 times the keys stays far inside float32
+FOLDED_EPS = 2**-24 / EXP_SAFE  # up to this eps general rows score 1/sqrt(d^2 + eps^2), 1/(d + eps) to rounding
+LN2 = math.log(2.0)
+
+
+class Exact(NamedTuple):
+    """A tile's rows computed from the differences: where they are, and what their backward pass needs."""
+
+    at: tuple[Tensor, Tensor]  # (m,), (m,): group and query of each row in the tile
+    diffs: Tensor  # (m, Lk, D) k_j - q_i
+
+
+class TileForward(NamedTuple):
+    """One tile's forward pass: its output, unnormalised weights ``e``, their row sums ``s``, ``pw`` = e * z^2 / d
+    (for the backward; None when not asked for) and its exact rows (None: none)."""
+
+    out: Tensor  # (n, c, Dv)
+    e: Tensor  # (n, c, Lk)
+    s: Tensor  # (n, c, 1)
+    pw: Tensor | None
+    exact: Exact | None
+
+
+def general_floor(eps: float, folded: bool) -> float:
+    """Squared scaled distance (with eps^2 where folded) below which a row is computed exactly."""
+    return EXP_SAFE**-2 + (eps * eps if folded else 0.0)
+
+
+def exact_rows(low: Tensor, q_sq: Tensor, floor: float) -> tuple[Tensor, Tensor] | None:
+    """The rows (group, query indices) whose smallest expanded squared distance ``low`` is at most ROW_NEAR times
+    their squared norm ``q_sq`` (both scaled) or ``floor``, or None; one host read, and one more where there are some.
+    low, q_sq (n, c, 1)."""
+    near = q_sq.mul(ROW_NEAR).clamp_min_(floor).ge_(low)  # NaN compares False
+    if not near.any():
+        return None
+    at = near.view(near.shape[:2]).nonzero(as_tuple=True)
+    return at[0], at[1]
+
+
+def exact_forward(
+    q: Tensor, k: Tensor, at: tuple[Tensor, Tensor], blocked: Tensor | None, s2: float, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The rows ``at`` from the differences: (diffs k_j - q_i, e = 2^(z - the row's largest allowed score),
+    e * z^2 / d with 0 where d = 0), blocked keys at weight 0.  # (m, Lk, D), (m, Lk), (m, Lk)"""
+    diffs = torch.index_select(k, 0, at[0]).sub_(q[at].unsqueeze(-2))  # (m, Lk, D)
+    d = torch.linalg.vecdot(diffs, diffs).mul_(s2).sqrt_()  # (m, Lk)
+    z = torch.add(d, eps).reciprocal_()
+    stop = None if blocked is None else blocked.expand(q.shape[0], q.shape[1], -1)[at]
+    top = (z if stop is None else z.masked_fill(stop, 0.0)).amax(-1, keepdim=True)  # 0 for a row with none
+    e = torch.sub(z, top).exp2_()
+    if stop is not None:
+        e.masked_fill_(stop, 0.0)
+    pw = z.square().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
+    return diffs, e, pw
+
+
+def forward_tile(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    blocked: Tensor | None,
+    scale: float,
+    eps: float,
+    kept: list[Tensor | None] | None,
+    with_pw: bool,
+) -> TileForward:
+    """The tile's output and what its backward pass needs; ``scale`` and ``eps`` in base 2 (euclid's times ln 2).
+    q (n, c, D), k (n, Lk, D), v (n, Lk, Dv); ``blocked`` True where a query may not attend (broadcast to
+    (n, c, Lk)); ``kept``: memory for ``e`` and ``pw`` kept for the backward pass (None: the thread's workspace)."""
+    shape = (q.shape[0], q.shape[1], k.shape[1])
+    into_e, into_pw = kept if kept is not None else (workspace(2, shape, q), workspace(1, shape, q))
+    s2, folded = scale * scale, eps <= FOLDED_EPS
+    q_sq = torch.linalg.vecdot(q, q).mul_(s2).unsqueeze_(-1)  # (n, c, 1)
+    k_sq = torch.linalg.vecdot(k, k).mul_(s2).unsqueeze_(-2)  # (n, 1, Lk)
+    x = torch.add(q_sq.add(eps * eps) if folded else q_sq, k_sq, out=into_pw if folded else workspace(0, shape, q))
+    x.baddbmm_(q, k.transpose(1, 2), alpha=-2.0 * s2)  # s2 ||q - k||^2 (+ eps^2), (n, c, Lk)
+    if blocked is not None:
+        x.masked_fill_(blocked, FAR)
+    at = exact_rows(x.amin(-1, keepdim=True), q_sq, general_floor(eps, folded))
+    if folded:
+        z, d = x.rsqrt_(), None
+    else:
+        d = x.sqrt_()
+        z = torch.add(d, eps, out=into_pw).reciprocal_()
+    e = torch.exp2(z, out=into_e)
+    exact = None
+    if at is not None:
+        diffs, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
+        e[at] = e_at
+        exact = Exact(at, diffs)
+    if blocked is not None:
+        e.masked_fill_(blocked, 0.0)
+    s = e.sum(-1, keepdim=True)
+    if blocked is not None:
+        s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
+    out = torch.bmm(e, v) if v.dtype == e.dtype else torch.bmm(e.to(v.dtype), v).float()
+    out.div_(s)
+    pw = None
+    if with_pw:
+        # z^3 = z^2 / d where z = 1/sqrt(d^2 + eps^2), to rounding in general rows
+        pw = z.pow_(3).mul_(e) if d is None else z.square_().div_(d).mul_(e)
+        if at is not None:
+            pw[at] = pw_at
+    return TileForward(out, e, s, pw, exact)
+
+
+def backward_tile(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    tile: TileForward,
+    dout: Tensor,
+    rs: Tensor,
+    scale: float,
+    dq: Tensor | None = None,
+    dk: Tensor | None = None,
+    dv: Tensor | None = None,
+    first: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of one tile: ``dq`` (n, c, D), and ``dk``, ``dv`` (n, Lk, *) written when ``first`` (the group's first
+    tile), else added to; into the given tensors, or new ones where None. ``dout`` is the tile's output gradient
+    divided by the row sums, ``rs`` rowsum(dout * out) (n, c, 1); ``scale`` in base 2, as the forward pass's."""
+    s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
+    e, pw, exact = tile.e, tile.pw, tile.exact
+    if v.dtype == e.dtype:
+        dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
+        g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
+    else:  # dv in v's precision, as the forward's e @ v; dp in float32 (the factor z^2 / d magnifies its rounding)
+        part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
+        dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
+        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))
+    near = None
+    if exact is not None:  # rowsum(p * dp) from the weights, which cancels exactly where one weight is 1
+        at = exact.at
+        rs = rs.clone()
+        rs[at] = torch.linalg.vecdot(g[at], e[at]).unsqueeze_(-1).div_(tile.s[at])
+    g.sub_(rs).mul_(pw)
+    if exact is not None:  # their pairs' (k_j - q_i) from the differences, not from rowsum(g) q - g k
+        near = g[exact.at].unsqueeze_(-1) * exact.diffs  # (m, Lk, D)
+        g[exact.at] = 0.0
+    dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
+    cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
+    if first:
+        dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
+    else:
+        dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
+    if near is not None:
+        dq[exact.at] = near.sum(1).mul_(s2)
+        dk.index_add_(0, exact.at[0], near, alpha=-s2)
+    return dq, dk, dv
+
+
+class RowsEuclid(torch.autograd.Function):
+    """softmax(ln 2 / (||q - k|| * scale + eps)) v (base-2 scores: euclid's with ``scale`` and ``eps`` times ln 2) on
+    (N, L, D) float32 CPU tensors, N = batch * heads, its exact rows found by reading the data; ``blocked`` a bool
+    (B|1, H|1, Lq|1, Lk) view, True where a query may not attend, or None. A query with nothing to attend to gives
+    zeros. Eager only: a compiled graph runs :class:`~attnexp.mixers.euclid.ops.fixed.FixedEuclid`."""
+
+    @staticmethod
+    def forward(
+        ctx, q: Tensor, k: Tensor, v: Tensor, blocked: Tensor | None, heads: int, scale: float, eps: float
+    ) -> Tensor:
+        n, lq, lk = len(q), q.shape[1], k.shape[1]
+        ctx.empty = lq == 0 or lk == 0
+        if ctx.empty:  # no query, or nothing to attend to: zeros, as SDPA gives (and zero gradients)
+            ctx.save_for_backward(q, k, v)
+            return q.new_zeros(n, lq, v.shape[-1])
+        ctx.heads, ctx.scale, ctx.eps = heads, scale, eps
+        if n * lq * lk <= tiling.KEEP_SCORES:  # one tile, its weights kept for the backward pass
+            grads = any(ctx.needs_input_grad[:3])
+            kept = kept_memory(ctx, q, (n, lq, lk), (n, lq, lk)) if grads else None
+            tile = forward_tile(
+                q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads
+            )
+            ctx.parts, ctx.exact = None, tile.exact
+            ctx.save_for_backward(q, k, v, tile.out, tile.s, blocked, tile.e, tile.pw)
+            return tile.out
+        ctx.parts = tiles(n, lq, lk, q.device)
+        out, s = q.new_empty(n, lq, v.shape[-1]), q.new_empty(n, lq, 1)
+        for g, r in ctx.parts:
+            tile = forward_tile(q[g, r], k[g], v[g], blocked_tile(blocked, heads, g, r), scale, eps, None, False)
+            out[g, r], s[g, r] = tile.out, tile.s
+        ctx.save_for_backward(q, k, v, out, s, blocked, None, None)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout: Tensor):
+        if ctx.empty:
+            return *(torch.zeros_like(t) for t in ctx.saved_tensors[:3]), None, None, None, None
+        q, k, v, out, s, blocked, e, pw = ctx.saved_tensors
+        with float32_math("cpu") if autocast_on("cpu") else nullcontext():  # eager: autocast is on or it is not
+            dout = torch.div(dout.float(), s, out=workspace(6, dout.shape, q))  # (N, Lq, Dv) / row sums
+            rs = torch.linalg.vecdot(dout, out).unsqueeze_(-1)  # rowsum(p * dp) / s
+            if ctx.parts is None:
+                dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, ctx.exact), dout, rs, ctx.scale)
+                return dq, dk, dv if dv.dtype == v.dtype else dv.to(v.dtype), None, None, None, None
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v, dtype=torch.float32)
+            done: set[int] = set()
+            for g, r in ctx.parts:
+                tile = forward_tile(
+                    q[g, r], k[g], v[g], blocked_tile(blocked, ctx.heads, g, r), ctx.scale, ctx.eps, None, True
+                )
+                backward_tile(
+                    q[g, r],
+                    k[g],
+                    v[g],
+                    tile,
+                    dout[g, r],
+                    rs[g, r],
+                    ctx.scale,
+                    dq[g, r],
+                    dk[g],
+                    dv[g],
+                    first=g.start not in done,
+                )
+                done.add(g.start)
+        return dq, dk, dv if dv.dtype == v.dtype else dv.to(v.dtype), None, None, None, None
