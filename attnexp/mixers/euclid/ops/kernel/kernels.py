@@ -26,6 +26,7 @@ import triton.language as tl
 
 from attnexp.mixers.euclid.ops.kernel.tiles import (
     grad_matmul,
+    grad_operand,
     load_rows,
     matmul,
     pair_terms,
@@ -173,8 +174,8 @@ def euclid_backward_keys(
         delta = tl.load(DELTA + bh * lq + offs_m, mask=offs_m < lq, other=0.0)
         w = weight_grads(x, z, p, matmul(do, tl.trans(v), DOT), delta)
         exact = hit1 | hit2
-        general = tl.where(exact, 0.0, w)
-        dk += s2 * (grad_matmul(tl.trans(general), q, DOT) - tl.sum(general, 0)[:, None] * kf)
+        general = grad_operand(tl.where(exact, 0.0, w), q)
+        dk += s2 * (grad_matmul(tl.trans(general), q, DOT) - tl.sum(general.to(tl.float32), 0)[:, None] * kf)
         if tl.max(tl.max(exact.to(tl.int32), 1), 0) > 0:  # the exact pairs' terms w (k_j - q_i), summed exactly
             term1 = pair_terms(hit1, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N, BLOCK_D)
             term2 = pair_terms(hit2, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N, BLOCK_D)
@@ -225,8 +226,8 @@ def euclid_backward_queries(
         p = softmax_weights(logit, allowed, top, total)
         w = weight_grads(x, z, p, matmul(do, tl.trans(v), DOT), delta)
         exact = hit1 | hit2
-        general = tl.where(exact, 0.0, w)
-        dq += s2 * (grad_matmul(general, k, DOT) - tl.sum(general, 1)[:, None] * qf)
+        general = grad_operand(tl.where(exact, 0.0, w), k)
+        dq += s2 * (grad_matmul(general, k, DOT) - tl.sum(general.to(tl.float32), 1)[:, None] * qf)
         if tl.max(tl.max(exact.to(tl.int32), 1), 0) > 0:  # the exact pairs' terms w (k_j - q_i)
             dq += s2 * pair_terms(hit1, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N, BLOCK_D)
             dq += s2 * pair_terms(hit2, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N, BLOCK_D)

@@ -162,10 +162,12 @@ def triton_euclid_attention(
     scale: float | None = None,
     eps: float = 1e-9,
 ) -> Tensor:
-    """softmax(1 / (||q - k|| * scale + eps) + mask) v as SDPA takes its arguments: (B, H, L, D) inputs (cast to q's
-    dtype), ``mask`` boolean (True: may attend) or additive, broadcast to (B, H, Lq, Lk), ``causal`` the lower
-    triangle (with the mask, both apply); ``scale`` defaults to D^-0.5. A query that may see no key gives zeros.
-    # (B, H, Lq, Dv)"""
-    k, v = (t if t.dtype == q.dtype else t.to(q.dtype) for t in (k, v))
+    """softmax(1 / (||q - k|| * scale + eps) + mask) v as SDPA takes its arguments: (B, H, L, D) inputs, ``mask``
+    boolean (True: may attend) or additive, broadcast to (B, H, Lq, Lk), ``causal`` the lower triangle (with the mask,
+    both apply); ``scale`` defaults to D^-0.5. Under autocast the inputs go in its precision, as SDPA's do; otherwise
+    k and v in q's. A query that may see no key gives zeros.  # (B, H, Lq, Dv)"""
+    device = q.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
+    q, k, v = (t if t.dtype == dtype else t.to(dtype) for t in (q, k, v))
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     return euclid_attention_op(q, k, v, mask, causal, float(scale), float(eps))[0]

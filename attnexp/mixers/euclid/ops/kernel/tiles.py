@@ -33,15 +33,26 @@ def matmul(a, b, DOT: tl.constexpr):
 
 
 @triton.jit
+def grad_operand(w, like):
+    """Gradient weights w (float32: the factor z^2 / d can pass fp16's range) as :func:`grad_matmul` multiplies them
+    by blocks of ``like``'s dtype: bf16 as bf16 (its range is float32's), others as they are. The row and column sums
+    that go with the product are taken from the same numbers, so the terms w (k_j - q_i) stay whole."""
+    if like.dtype == tl.bfloat16:  # noqa: SIM108 (a conditional expression is not Triton syntax)
+        r = w.to(tl.bfloat16)
+    else:
+        r = w
+    return r
+
+
+@triton.jit
 def grad_matmul(w, m, DOT: tl.constexpr):
-    """w @ m for float32 gradient weights w, whose factor z^2 / d can pass fp16's range: bf16 as bf16 (its range is
-    float32's), fp16 as tf32 (fp16's mantissa, float32's range)."""
+    """w @ m for w from :func:`grad_operand`: fp16 blocks as tf32 (fp16's mantissa, float32's range)."""
     if DOT != 0:
         r = matmul(w, m, DOT)
     elif m.dtype == tl.float16:
         r = tl.dot(w, m.to(tl.float32), input_precision="tf32")
     else:
-        r = tl.dot(w.to(m.dtype), m)
+        r = tl.dot(w, m)
     return r
 
 
