@@ -31,9 +31,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined
 import torch
 
 from attnexp.mixers.euclid.formula import euclid_score
-from attnexp.mixers.euclid.ops import kernel
 from attnexp.mixers.euclid.ops.fixed import FixedEuclid
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+from attnexp.mixers.euclid.ops.kernel import operator as kernel
 from attnexp.mixers.euclid.ops.rows import RowsEuclid
 from attnexp.mixers.multihead import attention
 

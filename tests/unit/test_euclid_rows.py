@@ -1,15 +1,22 @@
-"""Euclid's CPU path (``ops/rows.py``): the rows needing exact distances found by reading the data, recomputed whole
-(more keys near a query than two, and norms far from the origin, stay at rounding level), and each row decided on
-its own numbers (the same bits whatever the rest of the batch holds; a NaN stays in its row)."""
+"""Euclid on a CPU outside a compiled graph (the fused path's ``ops/rows.py``, and the explicit formula): the rows
+needing exact distances found by reading the data, recomputed whole (more keys near a query than two, and norms far
+from the origin, stay at rounding level), and each row decided on its own numbers (the same bits whatever the rest
+of the batch holds; a NaN stays in its row)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from attnexp.mixers.euclid.formula import euclid_score
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+from attnexp.mixers.multihead import attention
 
 EPS = 1e-9
+PATHS = {
+    "fused": fused_euclid_attention,
+    "explicit": lambda q, k, v, mask, scale, eps: attention(euclid_score(q, k, scale, eps, mask), v, mask)[0],
+}
 
 
 def reference(q, k, v, eps=EPS):
@@ -43,11 +50,12 @@ def offset(delta):
     "case", [competing(1e-4), competing(1e-6), offset(1e-2), offset(1e-6)], ids=["4 near 1e-4", "4 near 1e-6",
                                                                                    "offset 1e-2", "offset 1e-6"]
 )  # fmt: skip
-def test_every_near_key_and_far_norms_stay_at_rounding_level(case):
+@pytest.mark.parametrize("path", PATHS)
+def test_every_near_key_and_far_norms_stay_at_rounding_level(case, path):
     """Where two keys per query are recomputed (the fixed-shape path), four keys within 1e-4 of a query gave outputs
     off by 1.1 (the expansion chose the wrong two), and norms of 80 gradients off by 1.6e-5 to 1.3."""
     q, k, v = (t.clone().requires_grad_() for t in case)
-    out = fused_euclid_attention(q, k, v, None, 16**-0.5, EPS)
+    out = PATHS[path](q, k, v, None, 16**-0.5, EPS)
     want = reference(q, k, v)
     grad = torch.randn(want.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     got = (out, *torch.autograd.grad(out, (q, k, v), grad.float()))
@@ -56,7 +64,8 @@ def test_every_near_key_and_far_norms_stay_at_rounding_level(case):
         assert (a.double() - b).abs().max() <= 2e-6 * b.abs().max(), name
 
 
-def test_each_row_is_decided_on_its_own_numbers():
+@pytest.mark.parametrize("path", PATHS)
+def test_each_row_is_decided_on_its_own_numbers(path):
     """An example gives the same bits alone and beside others: one with rows computed exactly (keys equal to their
     query) and one with a NaN, which stays in its own row. (One decision for the whole batch changed the other rows'
     arithmetic, and a NaN could turn the exact rows off for everyone.)"""
@@ -66,11 +75,11 @@ def test_each_row_is_decided_on_its_own_numbers():
     q[2, 0, 5, 3] = float("nan")  # a NaN in the third
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     grad = torch.randn(3, 2, 12, 8)
-    together = fused_euclid_attention(q, k, v, None, 8**-0.5, EPS)
+    together = PATHS[path](q, k, v, None, 8**-0.5, EPS)
     grads = torch.autograd.grad(together, (q, k, v), grad)
     for i in range(3):
         alone_in = [t[i : i + 1].detach().requires_grad_() for t in (q, k, v)]
-        alone = fused_euclid_attention(*alone_in, None, 8**-0.5, EPS)
+        alone = PATHS[path](*alone_in, None, 8**-0.5, EPS)
         alone_grads = torch.autograd.grad(alone, alone_in, grad[i : i + 1])
         for a, b in zip((together[i : i + 1], *(g[i : i + 1] for g in grads)), (alone, *alone_grads)):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)

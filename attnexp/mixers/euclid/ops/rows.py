@@ -3,10 +3,10 @@
 A CPU has no device to wait for, so reading a value costs nothing and the data can say where work is needed. The
 expansion ``||q||^2 + ||k||^2 - 2 q.k`` (one matmul) is exact to a few float32 ulps of the squared norms; a query
 row is recomputed whole from the differences ``q - k`` (every key exact, forward and backward) where its nearest key
-by the expansion is close enough for that rounding to show (:func:`exact_rows`):
+by the expansion is close enough for that rounding to show:
 
-- a squared distance at most :data:`ROW_NEAR` times ``||q||^2`` (scaled): any pair the expansion resolves worse than
-  ~1e-5 of its distance lies in such a row (the rule of :data:`NEAR`), or
+- a squared distance at most ``ROW_NEAR`` times ``||q||^2`` (scaled): any pair the expansion resolves worse than
+  ~1e-5 of its distance lies in such a row (:func:`~attnexp.mixers.euclid.formula.exact_rows`), or
 - a scaled distance below 1/:data:`EXP_SAFE`, where a score could pass 64 (2^64 must not overflow a row's sum) or
   eps is no longer below float32 rounding of the distance.
 
@@ -29,15 +29,11 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from attnexp.mixers.euclid.formula import FAR, autocast_on, float32_math
+from attnexp.mixers.euclid.formula import FAR, autocast_on, exact_rows, float32_math
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
 from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
 
-NEAR = 1.0 / 64  # pairs with a squared distance below this share of ||q||^2 + ||k||^2 need the difference
-# A near pair has ||k||^2 <= 1.43 ||q||^2 (the triangle inequality at NEAR), so every row holding one has a
-# squared distance below ROW_NEAR * ||q||^2: one comparison per row finds them.
-ROW_NEAR = NEAR * 2.4275
 EXP_SAFE = 64.0  # largest base-2 score a general row may hold: 2^64 times the keys stays far inside float32
 FOLDED_EPS = 2**-24 / EXP_SAFE  # up to this eps general rows score 1/sqrt(d^2 + eps^2), 1/(d + eps) to rounding
 LN2 = math.log(2.0)
@@ -64,17 +60,6 @@ class TileForward(NamedTuple):
 def general_floor(eps: float, folded: bool) -> float:
     """Squared scaled distance (with eps^2 where folded) below which a row is computed exactly."""
     return EXP_SAFE**-2 + (eps * eps if folded else 0.0)
-
-
-def exact_rows(low: Tensor, q_sq: Tensor, floor: float) -> tuple[Tensor, Tensor] | None:
-    """The rows (group, query indices) whose smallest expanded squared distance ``low`` is at most ROW_NEAR times
-    their squared norm ``q_sq`` (both scaled) or ``floor``, or None; one host read, and one more where there are some.
-    low, q_sq (n, c, 1)."""
-    near = q_sq.mul(ROW_NEAR).clamp_min_(floor).ge_(low)  # NaN compares False
-    if not near.any():
-        return None
-    at = near.view(near.shape[:2]).nonzero(as_tuple=True)
-    return at[0], at[1]
 
 
 def exact_forward(

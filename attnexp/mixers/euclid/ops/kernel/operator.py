@@ -17,7 +17,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from attnexp.mixers.euclid.ops.rows import ROW_NEAR
+from attnexp.mixers.euclid.formula import ROW_NEAR
 
 BLOCK_M = 64  # queries per tile
 BLOCK_N = 64  # keys per tile: the same in every kernel, so the backward passes recompute the forward's tiles
