@@ -7,6 +7,8 @@ without Triton). A GPU with Triton runs :mod:`~attnexp.mixers.euclid.ops.kernel`
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 from torch import Tensor
 
@@ -45,7 +47,7 @@ def fused_euclid_attention(
     if function is None:
         function = RowsEuclid if device == "cpu" and not compiling else FixedEuclid
     apply = EAGER_APPLY if function is FixedEuclid and device != "cpu" and compiling else function.apply
-    with float32_math(device):
+    with float32_math(device) if function is FixedEuclid or autocast_on(device) else nullcontext():  # rows: eager
         out = apply(q, k, values, blocked, h, scale * LN2, eps * LN2)
     out = out.view(b, h, lq, v.shape[-1])
     return like(out, v) if low == torch.float32 else out.to(low)

@@ -16,7 +16,7 @@ keys from the expansion in one pass, ``rsqrt(x + eps^2)`` where eps <= :data:`FO
 float32 rounding there, d being at least 1/64), and needs no shift before ``exp2`` (its scores are at most 64).
 Exact rows take each row's largest score off before ``exp2`` and ``rowsum(p * dp)`` from their weights (one weight
 may be 1 and the factor z^2 / d huge); the others take it as ``rowsum(dout * out)``, Lq x D values, as flash
-attention does. Scores are in base 2, as on the fixed-shape path (:mod:`~attnexp.mixers.euclid.ops.fused`).
+attention does. Scores are in base 2, as on the fixed-shape path (:mod:`~attnexp.mixers.euclid.ops.fixed`).
 """
 
 from __future__ import annotations
@@ -95,13 +95,15 @@ def forward_tile(
     shape = (q.shape[0], q.shape[1], k.shape[1])
     into_e, into_pw = kept if kept is not None else (workspace(2, shape, q), workspace(1, shape, q))
     s2, folded = scale * scale, eps <= FOLDED_EPS
-    q_sq = torch.linalg.vecdot(q, q).mul_(s2).unsqueeze_(-1)  # (n, c, 1)
-    k_sq = torch.linalg.vecdot(k, k).mul_(s2).unsqueeze_(-2)  # (n, 1, Lk)
-    x = torch.add(q_sq.add(eps * eps) if folded else q_sq, k_sq, out=into_pw if folded else workspace(0, shape, q))
-    x.baddbmm_(q, k.transpose(1, 2), alpha=-2.0 * s2)  # s2 ||q - k||^2 (+ eps^2), (n, c, Lk)
+    q_sq = torch.linalg.vecdot(q, q).unsqueeze_(-1)  # (n, c, 1), unscaled
+    k_sq = torch.linalg.vecdot(k, k)
+    if folded:
+        k_sq.add_(eps * eps / s2)
+    x = torch.add(q_sq, k_sq.unsqueeze_(-2), out=into_pw if folded else workspace(0, shape, q))
+    x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)  # s2 ||q - k||^2 (+ eps^2), (n, c, Lk)
     if blocked is not None:
         x.masked_fill_(blocked, FAR)
-    at = exact_rows(x.amin(-1, keepdim=True), q_sq, general_floor(eps, folded))
+    at = exact_rows(x.amin(-1, keepdim=True), q_sq.mul_(s2), general_floor(eps, folded))
     if folded:
         z, d = x.rsqrt_(), None
     else:
@@ -149,7 +151,7 @@ def backward_tile(
     e, pw, exact = tile.e, tile.pw, tile.exact
     if v.dtype == e.dtype:
         dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
-        g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
+        g = None
     else:  # dv in v's precision, as the forward's e @ v; dp in float32 (the factor z^2 / d magnifies its rounding)
         part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
         dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
@@ -157,9 +159,16 @@ def backward_tile(
     near = None
     if exact is not None:  # rowsum(p * dp) from the weights, which cancels exactly where one weight is 1
         at = exact.at
+        if g is None:
+            g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))
         rs = rs.clone()
         rs[at] = torch.linalg.vecdot(g[at], e[at]).unsqueeze_(-1).div_(tile.s[at])
-    g.sub_(rs).mul_(pw)
+        g.sub_(rs)
+    elif g is None:
+        g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
+    else:
+        g.sub_(rs)
+    g.mul_(pw)
     if exact is not None:  # their pairs' (k_j - q_i) from the differences, not from rowsum(g) q - g k
         near = g[exact.at].unsqueeze_(-1) * exact.diffs  # (m, Lk, D)
         g[exact.at] = 0.0
