@@ -6,12 +6,15 @@ row is recomputed whole from the differences ``q - k`` (every key exact, forward
 by the expansion is close enough for that rounding to show:
 
 - a squared distance at most ``ROW_NEAR`` times ``||q||^2`` (scaled): any pair the expansion resolves worse than
-  ~1e-5 of its distance lies in such a row (:func:`~attnexp.mixers.euclid.formula.exact_rows`), or
+  ~1e-5 of its distance lies in such a row (the rule of :func:`~attnexp.mixers.euclid.formula.exact_rows`), or
 - a scaled distance below 1/:data:`EXP_SAFE`, where a score could pass 64 (2^64 must not overflow a row's sum) or
   eps is no longer below float32 rounding of the distance.
 
+The rule is applied to the scores (``z`` falls as the distance grows): a row is exact where its largest score is at
+least the score of its threshold distance. Its sum of weights is at least its largest weight, so only the rows
+whose sum reaches 2^(that score) are looked at (:func:`near_rows`), with no pass over the scores for the others.
 Each row is decided on its own numbers, never once for the batch: a row's result is the same bits whatever the other
-rows hold, and a NaN stays in its row (it compares false and takes the general path). Every other row scores its
+rows hold, and a NaN stays in its row. Every other row scores its
 keys from the expansion in one pass, ``rsqrt(x + eps^2)`` where eps <= :data:`FOLDED_EPS` (equal to 1/(d + eps) to
 float32 rounding there, d being at least 1/64), and needs no shift before ``exp2`` (its scores are at most 64).
 Exact rows take each row's largest score off before ``exp2`` and ``rowsum(p * dp)`` from their weights (one weight
@@ -29,7 +32,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from attnexp.mixers.euclid.formula import FAR, autocast_on, exact_rows, float32_math
+from attnexp.mixers.euclid.formula import FAR, ROW_NEAR, autocast_on, float32_math
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
 from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
@@ -60,6 +63,23 @@ class TileForward(NamedTuple):
 def general_floor(eps: float, folded: bool) -> float:
     """Squared scaled distance (with eps^2 where folded) below which a row is computed exactly."""
     return EXP_SAFE**-2 + (eps * eps if folded else 0.0)
+
+
+def near_rows(z: Tensor, s: Tensor, z_thr: Tensor, blocked: Tensor | None) -> tuple[Tensor, Tensor] | None:
+    """The rows (group and query indices) holding a score at or above their ``z_thr``, or a NaN, or None. A row's
+    sum ``s`` is at least its largest weight, so only rows whose sum is not below 2^z_thr are looked at: one host
+    read, and a few more where there are some. A NaN counts as near: the expansion can fall below 0 for a key within
+    its rounding (the square root then gives NaN), and a row with a NaN input stays NaN on the exact path too.
+    z (n, c, Lk), s and z_thr (n, c, 1)"""
+    maybe = s.lt(z_thr.exp2()).logical_not_()
+    if not maybe.any():
+        return None
+    g, r = maybe.view(maybe.shape[:2]).nonzero(as_tuple=True)
+    rows = z[g, r]  # (m, Lk)
+    if blocked is not None:
+        rows = rows.masked_fill(blocked.expand(z.shape)[g, r], 0.0)
+    near = (rows.amax(-1) < z_thr[g, r, 0]).logical_not_()
+    return (g[near], r[near]) if near.any() else None
 
 
 def exact_forward(
@@ -103,21 +123,25 @@ def forward_tile(
     x.baddbmm_(q, k.transpose(1, 2), beta=s2, alpha=-2.0 * s2)  # s2 ||q - k||^2 (+ eps^2), (n, c, Lk)
     if blocked is not None:
         x.masked_fill_(blocked, FAR)
-    at = exact_rows(x.amin(-1, keepdim=True), q_sq.mul_(s2), general_floor(eps, folded))
+    thr = q_sq.mul_(s2 * ROW_NEAR).clamp_min_(general_floor(eps, folded))  # (n, c, 1): exact at or below
     if folded:
         z, d = x.rsqrt_(), None
+        z_thr = thr.rsqrt()
     else:
         d = x.sqrt_()
         z = torch.add(d, eps, out=into_pw).reciprocal_()
+        z_thr = thr.sqrt().add_(eps).reciprocal_()
     e = torch.exp2(z, out=into_e)
-    exact = None
-    if at is not None:
-        diffs, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
-        e[at] = e_at
-        exact = Exact(at, diffs)
     if blocked is not None:
         e.masked_fill_(blocked, 0.0)
     s = e.sum(-1, keepdim=True)
+    exact = None
+    at = near_rows(z, s, z_thr, blocked)
+    if at is not None:
+        diffs, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
+        e[at] = e_at
+        s[at] = e_at.sum(-1, keepdim=True)
+        exact = Exact(at, diffs)
     if blocked is not None:
         s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
     out = torch.bmm(e, v) if v.dtype == e.dtype else torch.bmm(e.to(v.dtype), v).float()
@@ -126,7 +150,7 @@ def forward_tile(
     if with_pw:
         # z^3 = z^2 / d where z = 1/sqrt(d^2 + eps^2), to rounding in general rows
         pw = z.pow_(3).mul_(e) if d is None else z.square_().div_(d).mul_(e)
-        if at is not None:
+        if exact is not None:
             pw[at] = pw_at
     return TileForward(out, e, s, pw, exact)
 
