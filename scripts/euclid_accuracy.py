@@ -26,7 +26,8 @@ import argparse
 import os
 import platform
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: this script runs on the CPU
+if __name__ == "__main__":  # Triton's interpreter, set before Triton is first imported: this script runs on the CPU
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
 
@@ -122,7 +123,7 @@ def main() -> None:
     parser.add_argument("--paths", nargs="+", choices=list(PATHS), default=list(PATHS))
     parser.add_argument("--precisions", nargs="+", choices=list(PRECISIONS), default=list(PRECISIONS))
     args = parser.parse_args()
-    paths = [p for p in args.paths if p != "triton" or kernel.has_triton()]
+    paths = [p for p in args.paths if p != "triton" or (kernel.has_triton() and kernel.interpreting())]
     columns = [(path, precision) for precision in args.precisions for path in paths]
     lines = [
         "| case | " + " | ".join(f"{path} {precision}: value / gradient" for path, precision in columns) + " |",
