@@ -65,20 +65,19 @@ def general_floor(eps: float, folded: bool) -> float:
     return EXP_SAFE**-2 + (eps * eps if folded else 0.0)
 
 
-def near_rows(z: Tensor, s: Tensor, z_thr: Tensor, blocked: Tensor | None) -> tuple[Tensor, Tensor] | None:
+def near_rows(z: Tensor, s: Tensor, z_thr: Tensor) -> tuple[Tensor, Tensor] | None:
     """The rows (group and query indices) holding a score at or above their ``z_thr``, or a NaN, or None. A row's
-    sum ``s`` is at least its largest weight, so only rows whose sum is not below 2^z_thr are looked at: one host
-    read, and a few more where there are some. A NaN counts as near: the expansion can fall below 0 for a key within
-    its rounding (the square root then gives NaN), and a row with a NaN input stays NaN on the exact path too.
+    sum ``s`` is at least its largest weight, so only rows whose sum is not below 2^z_thr are looked at (their
+    largest scores gathered where they are few, else the largest of every row): one host read, and a few more where
+    there are some. A NaN counts as near: the expansion can fall below 0 for a key within its rounding (the square
+    root then gives NaN), and a row with a NaN input stays NaN on the exact path too. Blocked keys score ~1e-15.
     z (n, c, Lk), s and z_thr (n, c, 1)"""
     maybe = s.lt(z_thr.exp2()).logical_not_()
     if not maybe.any():
         return None
     g, r = maybe.view(maybe.shape[:2]).nonzero(as_tuple=True)
-    rows = z[g, r]  # (m, Lk)
-    if blocked is not None:
-        rows = rows.masked_fill(blocked.expand(z.shape)[g, r], 0.0)
-    near = (rows.amax(-1) < z_thr[g, r, 0]).logical_not_()
+    largest = z[g, r].amax(-1) if 4 * len(g) <= maybe.numel() else z.amax(-1)[g, r]  # (m,)
+    near = (largest < z_thr[g, r, 0]).logical_not_()
     return (g[near], r[near]) if near.any() else None
 
 
@@ -136,7 +135,7 @@ def forward_tile(
         e.masked_fill_(blocked, 0.0)
     s = e.sum(-1, keepdim=True)
     exact = None
-    at = near_rows(z, s, z_thr, blocked)
+    at = near_rows(z, s, z_thr)
     if at is not None:
         diffs, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
         e[at] = e_at
