@@ -45,7 +45,8 @@ LN2 = math.log(2.0)
 class Exact(NamedTuple):
     """A tile's rows computed from the differences: where they are, and what their backward pass needs."""
 
-    at: tuple[Tensor, Tensor]  # (m,), (m,): group and query of each row in the tile
+    at: Tensor  # (m,): each row's index in the tile's (n * c) rows
+    group: Tensor  # (m,): its group (batch * heads + head)
     diffs: Tensor  # (m, Lk, D) k_j - q_i
 
 
@@ -65,37 +66,39 @@ def general_floor(eps: float, folded: bool) -> float:
     return EXP_SAFE**-2 + (eps * eps if folded else 0.0)
 
 
-def near_rows(z: Tensor, s: Tensor, z_thr: Tensor) -> tuple[Tensor, Tensor] | None:
-    """The rows (group and query indices) holding a score at or above their ``z_thr``, or a NaN, or None. A row's
-    sum ``s`` is at least its largest weight, so only rows whose sum is not below 2^z_thr are looked at (their
+def near_rows(z: Tensor, s: Tensor, z_thr: Tensor) -> Tensor | None:
+    """The rows (indices into the tile's n * c rows) holding a score at or above their ``z_thr``, or a NaN, or None.
+    A row's sum ``s`` is at least its largest weight, so only rows whose sum is not below 2^z_thr are looked at (their
     largest scores gathered where they are few, else the largest of every row): one host read, and a few more where
     there are some. A NaN counts as near: the expansion can fall below 0 for a key within its rounding (the square
     root then gives NaN), and a row with a NaN input stays NaN on the exact path too. Blocked keys score ~1e-15.
     z (n, c, Lk), s and z_thr (n, c, 1)"""
-    maybe = s.lt(z_thr.exp2()).logical_not_()
+    maybe = s.view(-1).lt(z_thr.view(-1).exp2()).logical_not_()
     if not maybe.any():
         return None
-    g, r = maybe.view(maybe.shape[:2]).nonzero(as_tuple=True)
-    largest = z[g, r].amax(-1) if 4 * len(g) <= maybe.numel() else z.amax(-1)[g, r]  # (m,)
-    near = (largest < z_thr[g, r, 0]).logical_not_()
-    return (g[near], r[near]) if near.any() else None
+    rows = maybe.nonzero().view(-1)
+    z2 = z.view(-1, z.shape[-1])
+    largest = z2.index_select(0, rows).amax(-1) if 4 * len(rows) <= len(maybe) else z2.amax(-1).index_select(0, rows)
+    near = rows[(largest < z_thr.view(-1).index_select(0, rows)).logical_not_()]
+    return near if len(near) else None
 
 
 def exact_forward(
-    q: Tensor, k: Tensor, at: tuple[Tensor, Tensor], blocked: Tensor | None, s2: float, eps: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The rows ``at`` from the differences: (diffs k_j - q_i, e = 2^(z - the row's largest allowed score),
-    e * z^2 / d with 0 where d = 0), blocked keys at weight 0.  # (m, Lk, D), (m, Lk), (m, Lk)"""
-    diffs = torch.index_select(k, 0, at[0]).sub_(q[at].unsqueeze(-2))  # (m, Lk, D)
-    d = torch.linalg.vecdot(diffs, diffs).mul_(s2).sqrt_()  # (m, Lk)
+    q: Tensor, k: Tensor, at: Tensor, blocked: Tensor | None, s2: float, eps: float
+) -> tuple[Exact, Tensor, Tensor]:
+    """The rows ``at`` from the differences: (their :class:`Exact`, e = 2^(z - the row's largest allowed score),
+    e * z^2 / d with 0 where d = 0), blocked keys at weight 0.  # (m, Lk), (m, Lk)"""
+    group = at.div(q.shape[1], rounding_mode="floor")
+    diffs = k.index_select(0, group).sub_(q.view(-1, q.shape[-1]).index_select(0, at).unsqueeze_(1))  # (m, Lk, D)
+    d = torch.linalg.vector_norm(diffs, dim=-1).mul_(s2**0.5)  # (m, Lk)
     z = torch.add(d, eps).reciprocal_()
-    stop = None if blocked is None else blocked.expand(q.shape[0], q.shape[1], -1)[at]
+    stop = None if blocked is None else blocked.expand(q.shape[0], q.shape[1], -1).reshape(-1, k.shape[1])[at]
     top = (z if stop is None else z.masked_fill(stop, 0.0)).amax(-1, keepdim=True)  # 0 for a row with none
     e = torch.sub(z, top).exp2_()
     if stop is not None:
         e.masked_fill_(stop, 0.0)
-    pw = z.square().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
-    return diffs, e, pw
+    pw = z.square_().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
+    return Exact(at, group, diffs), e, pw
 
 
 def forward_tile(
@@ -137,10 +140,9 @@ def forward_tile(
     exact = None
     at = near_rows(z, s, z_thr)
     if at is not None:
-        diffs, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
-        e[at] = e_at
-        s[at] = e_at.sum(-1, keepdim=True)
-        exact = Exact(at, diffs)
+        exact, e_at, pw_at = exact_forward(q, k, at, blocked, s2, eps)
+        e.view(-1, shape[-1]).index_copy_(0, at, e_at)
+        s.view(-1, 1).index_copy_(0, at, e_at.sum(-1, keepdim=True))
     if blocked is not None:
         s = torch.where(s > 0, s, 1.0)  # a query with nothing to attend to gives zeros
     out = torch.bmm(e, v) if v.dtype == e.dtype else torch.bmm(e.to(v.dtype), v).float()
@@ -150,7 +152,7 @@ def forward_tile(
         # z^3 = z^2 / d where z = 1/sqrt(d^2 + eps^2), to rounding in general rows
         pw = z.pow_(3).mul_(e) if d is None else z.square_().div_(d).mul_(e)
         if exact is not None:
-            pw[at] = pw_at
+            pw.view(-1, shape[-1]).index_copy_(0, at, pw_at)
     return TileForward(out, e, s, pw, exact)
 
 
@@ -179,22 +181,21 @@ def backward_tile(
         part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
         dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
         g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))
-    near = None
-    if exact is not None:  # rowsum(p * dp) from the weights, which cancels exactly where one weight is 1
-        at = exact.at
-        if g is None:
-            g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))
-        rs = rs.clone()
-        rs[at] = torch.linalg.vecdot(g[at], e[at]).unsqueeze_(-1).div_(tile.s[at])
-        g.sub_(rs)
-    elif g is None:
+    if g is None:
         g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
     else:
         g.sub_(rs)
+    near = None
+    if exact is not None:  # their rowsum(p * dp) from the weights (where one weight is 1 it cancels exactly) and
+        # their pairs' g (k_j - q_i) from the differences, not from rowsum(g) q - g k
+        rows = g.view(-1, e.shape[-1])
+        dp = rows.index_select(0, exact.at).add_(rs.view(-1, 1).index_select(0, exact.at))  # (m, Lk)
+        weights = e.view(-1, e.shape[-1]).index_select(0, exact.at)
+        exact_rs = torch.linalg.vecdot(dp, weights).div_(tile.s.view(-1).index_select(0, exact.at))
+        dp.sub_(exact_rs.unsqueeze_(-1)).mul_(pw.view(-1, e.shape[-1]).index_select(0, exact.at))
+        near = dp.unsqueeze_(-1) * exact.diffs  # (m, Lk, D)
+        rows.index_fill_(0, exact.at, 0.0)
     g.mul_(pw)
-    if exact is not None:  # their pairs' (k_j - q_i) from the differences, not from rowsum(g) q - g k
-        near = g[exact.at].unsqueeze_(-1) * exact.diffs  # (m, Lk, D)
-        g[exact.at] = 0.0
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
     cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
     if first:
@@ -202,8 +203,8 @@ def backward_tile(
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
     if near is not None:
-        dq[exact.at] = near.sum(1).mul_(s2)
-        dk.index_add_(0, exact.at[0], near, alpha=-s2)
+        dq.view(-1, dq.shape[-1]).index_copy_(0, exact.at, near.sum(1).mul_(s2))
+        dk.index_add_(0, exact.group, near, alpha=-s2)
     return dq, dk, dv
 
 
