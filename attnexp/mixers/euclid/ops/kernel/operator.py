@@ -9,8 +9,8 @@ first imported) the operator runs on CPU tensors, which the unit tests use.
 
 from __future__ import annotations
 
-import functools
 import importlib
+import importlib.util
 import os
 from types import ModuleType
 
@@ -29,20 +29,21 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-@functools.cache
 def has_triton() -> bool:
-    """Whether Triton imports (torch's CUDA wheels bring it). Asked only on a GPU, where the kernel then runs."""
+    """Whether Triton is installed (torch's CUDA wheels bring it), found without importing it."""
     try:
-        import triton  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("triton") is not None
+    except ValueError:  # sys.modules["triton"] is None: its import is blocked
         return False
-    return True
+
+
+HAS_TRITON = has_triton()  # once, so that a compiled graph reads a constant
 
 
 def available(device: torch.device) -> bool:
     """Whether the mixer runs the kernel on ``device``: a GPU (CUDA or ROCm) with Triton. The operator itself also
     runs on CPU tensors under Triton's interpreter (the unit tests), far too slowly to train with."""
-    return device.type == "cuda" and has_triton()
+    return device.type == "cuda" and HAS_TRITON
 
 
 def _blocks(n: int, size: int) -> int:
