@@ -60,8 +60,8 @@ def test_the_mixer_compiles_to_one_graph_through_inductor_with_the_eager_numbers
 
 
 def test_memory_grows_linearly_with_the_length():
-    """Peak memory of a bf16 forward and backward beyond its inputs and outputs: O(L), as flash attention's (the
-    scores at L = 8192 would take 1 GiB per batch element and head group)."""
+    """Peak memory of a bf16 forward and backward beyond the inputs: O(L), as flash attention's (the output, the
+    output gradient and the inputs' gradients; the scores at L = 8192 would take 1 GiB in bf16)."""
     peaks = {}
     for length in (2048, 8192):
         shape = (1, 8, length, 64)
@@ -73,7 +73,7 @@ def test_memory_grows_linearly_with_the_length():
         torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
         peaks[length] = torch.cuda.max_memory_allocated() - before
     assert peaks[8192] <= 6 * peaks[2048], peaks  # 4x the length: 4x the memory (O(L^2) would be 16x)
-    assert peaks[8192] < 64 * 2**20, peaks
+    assert peaks[8192] < 128 * 2**20, peaks  # the output, its gradient, dq, dk, dv: ~40 MiB; the scores: 1 GiB
 
 
 def test_near_keys_in_float32_at_length_300():

@@ -140,8 +140,8 @@ def euclid_backward_keys(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     MASK: tl.constexpr, CAUSAL: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """dK and dV of BLOCK_N keys of one (batch, head), over every query block that may see them. dO has the output's
-    strides; dK and dV are contiguous (B, H, Lk, D) float32."""
+    """dK and dV of BLOCK_N keys of one (batch, head), over every query block that may see them, summed in float32.
+    dO has the output's strides; dK and dV are contiguous (B, H, Lk, D) in the inputs' dtypes."""
     start_n = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1)
     b, h = bh // heads, bh % heads
@@ -183,9 +183,14 @@ def euclid_backward_keys(
             dk -= s2 * tl.dot(tl.trans(hit2.to(tl.float32)), term2, input_precision="ieee")
     cols_d, cols_v = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
     row = bh * lk + offs_n
-    tl.store(DK + row[:, None] * d_real + cols_d[None, :], dk, mask=(offs_n[:, None] < lk) & (cols_d[None, :] < d_real))
+    keys = offs_n[:, None] < lk
     tl.store(
-        DV + row[:, None] * dv_real + cols_v[None, :], dv, mask=(offs_n[:, None] < lk) & (cols_v[None, :] < dv_real)
+        DK + row[:, None] * d_real + cols_d[None, :], dk.to(DK.dtype.element_ty), mask=keys & (cols_d[None, :] < d_real)
+    )
+    tl.store(
+        DV + row[:, None] * dv_real + cols_v[None, :],
+        dv.to(DV.dtype.element_ty),
+        mask=keys & (cols_v[None, :] < dv_real),
     )
 
 
@@ -197,7 +202,8 @@ def euclid_backward_queries(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     MASK: tl.constexpr, CAUSAL: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """dQ of BLOCK_M queries of one (batch, head), over every key block they may see; dQ contiguous float32."""
+    """dQ of BLOCK_M queries of one (batch, head), over every key block they may see, summed in float32; dQ contiguous
+    (B, H, Lq, D) in the inputs' dtype."""
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     b, h = bh // heads, bh % heads
@@ -233,4 +239,7 @@ def euclid_backward_queries(
             dq += s2 * pair_terms(hit2, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N, BLOCK_D)
     cols_d = tl.arange(0, BLOCK_D)
     row = bh * lq + offs_m
-    tl.store(DQ + row[:, None] * d_real + cols_d[None, :], dq, mask=(offs_m[:, None] < lq) & (cols_d[None, :] < d_real))
+    tl.store(
+        DQ + row[:, None] * d_real + cols_d[None, :], dq.to(DQ.dtype.element_ty),
+        mask=(offs_m[:, None] < lq) & (cols_d[None, :] < d_real),
+    )  # fmt: skip

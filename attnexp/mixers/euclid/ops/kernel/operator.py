@@ -118,19 +118,21 @@ def euclid_attention_backward_op(
     """(dq, dk, dv) of :func:`euclid_attention_op`, in the inputs' dtypes."""
     b, h, lq, d = q.shape
     lk = k.shape[2]
-    dq = torch.zeros(b, h, lq, d, dtype=torch.float32, device=q.device)
-    dk = torch.zeros(b, h, lk, d, dtype=torch.float32, device=q.device)
-    dv = torch.zeros(b, h, lk, v.shape[3], dtype=torch.float32, device=q.device)
-    if lq and lk and b * h:
-        dout = dout.to(q.dtype).contiguous()
-        delta = torch.linalg.vecdot(dout.float(), out.float())  # rowsum(p * dp) = dout . out  # (B, H, Lq)
-        found = kernels()
-        common = dict(causal=causal, scale=scale, eps=eps, o_strides=dout.stride())
-        rows, cols = (_blocks(lq, BLOCK_M), b * h), (_blocks(lk, BLOCK_N), b * h)
-        _launch(found.euclid_backward_delta, q, k, v, mask, dout, stats, delta, grid=rows, **common)
-        _launch(found.euclid_backward_keys, q, k, v, mask, dout, stats, delta, dk, dv, grid=cols, **common)
-        _launch(found.euclid_backward_queries, q, k, v, mask, dout, stats, delta, dq, grid=rows, **common)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    if not (lq and lk and b * h):  # nothing attended: zero gradients, as SDPA's
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    # contiguous, in the inputs' dtypes: the kernels write every element from their float32 sums
+    dq = torch.empty(b, h, lq, d, dtype=q.dtype, device=q.device)
+    dk = torch.empty(b, h, lk, d, dtype=k.dtype, device=q.device)
+    dv = torch.empty(b, h, lk, v.shape[3], dtype=v.dtype, device=q.device)
+    dout = dout.to(q.dtype).contiguous()
+    delta = torch.linalg.vecdot(dout.float(), out.float())  # rowsum(p * dp) = dout . out  # (B, H, Lq)
+    found = kernels()
+    common = dict(causal=causal, scale=scale, eps=eps, o_strides=dout.stride())
+    rows, cols = (_blocks(lq, BLOCK_M), b * h), (_blocks(lk, BLOCK_N), b * h)
+    _launch(found.euclid_backward_delta, q, k, v, mask, dout, stats, delta, grid=rows, **common)
+    _launch(found.euclid_backward_keys, q, k, v, mask, dout, stats, delta, dk, dv, grid=cols, **common)
+    _launch(found.euclid_backward_queries, q, k, v, mask, dout, stats, delta, dq, grid=rows, **common)
+    return dq, dk, dv
 
 
 @euclid_attention_backward_op.register_fake
