@@ -2,8 +2,8 @@
 
 Batch 8, 8 heads, head dim 64, float32 (``--precision bf16``: under bf16 autocast, as
 ``trainer.precision=bf16-mixed`` runs). Mixers' paths: ``sdpa`` (dot: ``F.scaled_dot_product_attention``),
-``masked`` (causal SDPA), ``dot explicit`` (softmax(q.k) v through autograd), ``euclid`` (``model.path=auto``: the
-fused autograd function, O(tile) memory for long sequences), ``euclid explicit`` (the formula through autograd),
+``masked`` (causal SDPA), ``dot explicit`` (softmax(q.k) v through autograd), ``euclid`` (``model.path=auto``: on a
+GPU its Triton kernel, O(L) memory; on a CPU the rows function, O(tile)), ``euclid explicit`` (the formula),
 ``l2`` and ``cosine`` (their SDPA paths). They alternate within each L; times are medians, ratios are against
 ``sdpa`` in the same run. Peak memory is the growth of the peak during one call, each measured in a fresh process
 (the GPU's peak allocation; on a CPU the peak resident set, Linux: /proc/self/status). On a GPU every call ends with

@@ -8,8 +8,11 @@ vocabulary 256) at any ``--tokens``, batches of ``--batch-tokens`` tokens. ``--n
 cross-entropy, backward and a fused Adam step, no Lightning; ``--precision bf16`` runs forward and loss under bf16
 autocast, as ``trainer.precision=bf16-mixed`` does. Variants take turns step by step; a round's time is a variant's
 median step in that round, and the ratio is the median over rounds of the variant's time over dot's in the same
-round. ``euclid`` runs its default path (``model.path=auto``: the fused autograd function), ``euclid explicit`` the
-formula through autograd (the path used when the weights are asked for). On a GPU each step ends with a
+round. ``--clock thread`` times each step by the calling thread's CPU time (``time.thread_time``) instead of wall
+time: with one torch thread all of a CPU step's work runs in that thread, and the time a shared machine gives to
+other processes is left out (there wall-clock ratios spread over 1.5-3.2). ``euclid`` runs its default path
+(``model.path=auto``: on a CPU the rows function of ``ops/rows.py``, on a GPU the Triton kernel), ``euclid
+explicit`` the formula through autograd (the path used when the weights are asked for). On a GPU each step ends with a
 synchronisation, so a step's time is the GPU's.
 
     PYTHONPATH=. python scripts/bench_step.py
@@ -113,15 +116,19 @@ def stepper(
     return step
 
 
-def interleaved(steps: dict[str, Callable[[], None]], count: int) -> dict[str, float]:
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def interleaved(steps: dict[str, Callable[[], None]], count: int, clock: str = "wall") -> dict[str, float]:
     """Median seconds per step of each variant over ``count`` steps each, the variants taking turns step by step
-    (so a slow spell of a shared machine hits them all)."""
+    (so a slow spell of a shared machine hits them all), by ``clock`` (a key of :data:`CLOCKS`)."""
+    now = CLOCKS[clock]
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(count):
         for name, step in steps.items():
-            started = time.perf_counter()
+            started = now()
             step()
-            times[name].append(time.perf_counter() - started)
+            times[name].append(now() - started)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -145,11 +152,19 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", choices=["32", "bf16"], default="32")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (1: the machine is shared)")
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="wall time, or the thread's CPU time (one thread on a CPU: a shared machine's other work left out)",
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile the networks (on a CPU it builds C++)")
     parser.add_argument("--markdown", help="append the tables to this Markdown file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if args.clock == "thread" and (device.type != "cpu" or args.threads != 1):
+        parser.error("--clock thread times a CPU step on one thread: use it with --device cpu --threads 1")
     lengths = args.tokens or {"patch": list(SHAPES), "lm": [256, 1024], "vit_book": [50]}[args.net]
     names = ["dot", *[n for n in VARIANTS if n != "dot" and (not args.only or n in args.only)]]
     if args.net != "patch":
@@ -160,7 +175,7 @@ def main() -> None:
         batch = args.batch or {"patch": 64, "vit_book": 32}.get(args.net) or max(1, args.batch_tokens // tokens)
         steps = {name: stepper(args.net, name, tokens, batch, device, args.precision, args.compile) for name in names}
         interleaved(steps, 30 if device.type == "cpu" else 5)  # warm-up
-        rounds = [interleaved(steps, args.steps) for _ in range(args.rounds)]
+        rounds = [interleaved(steps, args.steps, args.clock) for _ in range(args.rounds)]
         out.append(f"\nL={tokens} batch={batch}\n\n| variant | ms/step | x dot | range |\n|---|---|---|---|")
         for name in names:
             ms = statistics.median(r[name] for r in rounds) * 1e3
@@ -168,7 +183,8 @@ def main() -> None:
             out.append(f"| {name} | {ms:.3f} | {statistics.median(ratios):.2f} | {ratios[0]:.2f}-{ratios[-1]:.2f} |")
     load = os.getloadavg()
     out.append(
-        f"\nbench_step: {args.rounds} rounds x {args.steps} steps, {args.threads} thread(s); load average "
+        f"\nbench_step: {args.rounds} rounds x {args.steps} steps, {args.threads} thread(s), {args.clock} clock; "
+        f"load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; torch {torch.__version__}"
     )
     text = "\n".join(out)

@@ -2,16 +2,18 @@
 
 1. ``pytest -m gpu tests/gpu``: every mixer on every path on the GPU in float32 and bf16 against float64 on the
    CPU, with no host read (``torch.cuda.set_sync_debug_mode("error")``), euclid compiled by ``torch.compile`` against
-   eager, and a
-   few ``trainer=gpu trainer.precision=bf16-mixed`` steps of every task family.
-2. ``bench_attention``: each kernel's forward and forward+backward at L = 50, 1024, 4096 and 8192, float32 and bf16.
+   eager, euclid's Triton kernel (its unit-tier checks on CUDA, bf16 against float64, one inductor graph, memory
+   O(L)), and a few ``trainer=gpu trainer.precision=bf16-mixed`` steps of every task family.
+2. ``bench_attention``: each kernel's forward and forward+backward time and peak memory at L = 50, 1024, 4096 and
+   8192, float32 and bf16 (euclid: its Triton kernel).
 3. ``bench_step``: euclid over dot, a training step of the language model at L = 256 ... 8192 and of
    ``experiment=vit_book data=fashion_mnist`` (L = 50), bf16 autocast; the vit_book step also compiled
-   (``module.compile=true``: Triton kernels around euclid's autograd function, which runs as its eager kernels).
+   (``module.compile=true``: euclid's kernel one operator of the graph).
 
-The report names the GPU, torch, CUDA and the commit, and says whether euclid met its aims: forward+backward at most
-1.5x SDPA in bf16 from L = 1024, a vit_book step at most 1.3x dot's. At most ``--budget`` seconds (540 by default,
-so one 10-minute command holds it).
+The report names the GPU, torch, Triton, CUDA and the commit, and says whether euclid met its aims: forward+backward
+at most 1.5x SDPA in bf16 from L = 1024, the language model's step at L = 4096 at most 1.5x dot's, a vit_book step at
+most 1.3x dot's, and peak memory O(L) (forward+backward at L = 8192 at most 12x L = 1024's: 8x for O(L), 64x for
+O(L^2)). At most ``--budget`` seconds (540 by default, so one 10-minute command holds it).
 
     PYTHONPATH=. python scripts/gpu_check.py --report gpu_check.md
 
@@ -40,7 +42,9 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-AIMS = {"attention": 1.5, "vit_book": 1.3}  # euclid over dot: bf16 forward+backward from L = 1024; a vit_book step
+# euclid over dot: bf16 forward+backward from L = 1024, the language model's step at L = 4096, a vit_book step; peak
+# memory of forward+backward at L = 8192 over L = 1024
+AIMS = {"attention": 1.5, "lm": 1.5, "vit_book": 1.3, "memory": 12.0}
 
 
 DEADLINE = [float("inf")]  # time.perf_counter() by which every step must have ended (--budget)
@@ -74,10 +78,16 @@ def header() -> str:
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     props = torch.cuda.get_device_properties(0)
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "missing (euclid runs its fixed-shape torch path)"
     return (
         f"# GPU check, {datetime.date.today()}\n\n"
         f"{torch.cuda.get_device_name(0)}, {props.total_memory / 2**30:.0f} GiB; "
-        f"torch {torch.__version__}, CUDA {torch.version.cuda}; Python "
+        f"torch {torch.__version__}, Triton {triton_version}, CUDA {torch.version.cuda}; Python "
         f"{sys.version.split()[0]}; commit {commit or 'unknown'}\n"
     )
 
@@ -93,20 +103,26 @@ def ratios(output: str, column: int) -> dict[int, float]:
     return found
 
 
-def aims(attention_bf16: str, vit_steps: dict[str, str]) -> str:
+def aims(attention_bf16: str, lm_steps: str, vit_steps: dict[str, str]) -> str:
     """Whether euclid met its aims, read from the benchmarks' tables."""
     lines = ["\n## Aims\n"]
+
+    def verdict(label: str, value: float, aim: float, unit: str) -> None:
+        lines.append(f"- {label}: {value:.2f}{unit} ({'met' if value <= aim else 'missed'}: at most {aim})")
+
     for length, ratio in ratios(attention_bf16, 4).items():  # forward+backward x sdpa
         if length >= 1024:
-            verdict = "met" if ratio <= AIMS["attention"] else "missed"
-            lines.append(
-                f"- euclid forward+backward, bf16, L={length}: {ratio:.2f}x SDPA "
-                f"({verdict}: at most {AIMS['attention']})"
-            )
+            verdict(f"euclid forward+backward, bf16, L={length}", ratio, AIMS["attention"], "x SDPA")
+    peaks = ratios(attention_bf16, 6)  # peak forward+backward MB
+    if 1024 in peaks and 8192 in peaks and peaks[1024] > 0:
+        verdict("peak memory of forward+backward, bf16, L=8192 over L=1024", peaks[8192] / peaks[1024],
+                AIMS["memory"], "x")  # fmt: skip
+    for length, ratio in ratios(lm_steps, 2).items():  # x dot
+        if length == 4096:
+            verdict(f"language-model step, bf16, L={length}", ratio, AIMS["lm"], "x dot")
     for label, output in vit_steps.items():
-        for length, ratio in ratios(output, 2).items():  # x dot
-            verdict = "met" if ratio <= AIMS["vit_book"] else "missed"
-            lines.append(f"- {label}, bf16, L={length}: {ratio:.2f}x dot ({verdict}: at most {AIMS['vit_book']})")
+        for length, ratio in ratios(output, 2).items():
+            verdict(f"{label}, bf16, L={length}", ratio, AIMS["vit_book"], "x dot")
     return "\n".join(lines) + "\n"
 
 
@@ -253,9 +269,9 @@ def main() -> None:
                 f"bench_attention, precision {precision}",
                 70,
             )
-    vit_steps = {}
+    vit_steps, lm_steps = {}, ""
     if "step" not in args.skip:
-        run(
+        lm_steps = run(
             [
                 py,
                 "scripts/bench_step.py",
@@ -301,7 +317,7 @@ def main() -> None:
                 100 if extra else 40,
             )
     with report.open("a") as f:
-        f.write(aims(attention.get("bf16", ""), vit_steps))
+        f.write(aims(attention.get("bf16", ""), lm_steps, vit_steps))
     print(f"report: {report}")
 
 

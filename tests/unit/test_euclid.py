@@ -1,5 +1,6 @@
 """Euclid attention on every path: the formula's values and gradients against float64, exact distances for
-keys near their query, masks, tiles, empty inputs, refused inputs and options, compile and export."""
+keys near their query, masks, tiles, empty inputs, refused inputs and options (compile and export:
+test_euclid_compile.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import torch
 from attnexp.errors import AttnexpError
 from attnexp.mixers import EuclidAttention, causal_mask
 from attnexp.mixers.euclid.formula import euclid_score
-from attnexp.mixers.euclid.ops import fused, tiles
+from attnexp.mixers.euclid.ops import tiles
+from attnexp.mixers.euclid.ops.fixed import FixedEuclid
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+from attnexp.mixers.euclid.ops.rows import RowsEuclid
 from attnexp.mixers.multihead import attention
 
 EPS = 1e-3
@@ -34,7 +37,15 @@ def explicit(q, k, v, mask, scale, eps):
     return attention(euclid_score(q, k, scale, eps), v, mask)[0]
 
 
-PATHS = {"explicit": explicit, "fused": fused_euclid_attention}
+def rows(q, k, v, mask, scale, eps):
+    return fused_euclid_attention(q, k, v, mask, scale, eps, RowsEuclid)
+
+
+def fixed(q, k, v, mask, scale, eps):
+    return fused_euclid_attention(q, k, v, mask, scale, eps, FixedEuclid)
+
+
+PATHS = {"explicit": explicit, "rows": rows, "fixed": fixed}
 
 
 def qkv(seed=0, b=2, h=2, lq=9, lk=9, d=8):
@@ -69,7 +80,7 @@ def assert_matches(out, ref, inputs, atol=1e-5, grads=True):
 def tiling(request, monkeypatch):
     """The fused path as one tile (weights kept for the backward pass), one query row per tile, or uneven tiles."""
     if request.param != "one tile":
-        monkeypatch.setattr(fused, "KEEP_SCORES", 0)
+        monkeypatch.setattr(tiles, "KEEP_SCORES", 0)
         monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 9 if request.param == "row tiles" else 20)
     return request.param
 
@@ -155,7 +166,7 @@ def test_a_nan_query_spreads_to_its_output_row():
 def test_tiles_keep_no_score_matrix_for_backward(monkeypatch):
     """Long sequences: autograd saves q, k, v, the output, row statistics, the nearest keys and a view of the caller's
     (B, 1, 1, Lk) padding mask, nothing of size Lq x Lk."""
-    monkeypatch.setattr(fused, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
+    monkeypatch.setattr(tiles, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
     q, k, v = (torch.randn(2, 2, 300, 4, requires_grad=True) for _ in range(3))
     padding = torch.ones(2, 1, 1, 300, dtype=torch.bool)
     padding[1, ..., 200:] = False
@@ -268,46 +279,3 @@ def test_masks_that_are_not_boolean_or_do_not_broadcast_are_refused():
         attn(x, mask=torch.ones(2, 1, 5, 5, dtype=torch.int64))
     with pytest.raises(ValueError, match="broadcast"):
         attn(x, mask=torch.ones(3, 1, 5, 5, dtype=torch.bool))
-
-
-@pytest.mark.parametrize("path", ["explicit", "fused"])
-@pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])
-def test_forward_and_backward_compile_as_one_graph(length, path, monkeypatch):
-    """torch.compile(fullgraph=True) traces the path's forward and backward (aot_eager: the backward graph too, and
-    no code generated) with no graph break, and gives the eager numbers; torch.export traces the forward."""
-    monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 1 << 14)  # the tiled run: several tiles of 256 x 256 scores
-    torch.manual_seed(8)
-    attn = EuclidAttention(16, heads=2, path=path)
-    x = torch.randn(1, length, 16, requires_grad=True)
-    padding = torch.ones(1, 1, 1, length, dtype=torch.bool)
-    padding[..., -3:] = False
-    grad = torch.randn(1, length, 16)
-    results = []
-    for module in (attn, torch.compile(attn, backend="aot_eager", fullgraph=True)):
-        out = module(x, mask=padding)[0]
-        results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad)))
-    for compiled, eager in zip(*results):
-        torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-4)
-    exported = torch.export.export(attn, (x.detach(),), {"mask": padding})
-    torch.testing.assert_close(
-        exported.module()(x.detach(), mask=padding)[0], results[0][0].detach(), atol=1e-5, rtol=1e-4
-    )
-
-
-@pytest.mark.parametrize("length", [16, 256], ids=["weights-kept", "tiled"])
-def test_the_fused_path_compiles_under_autocast(length, monkeypatch):
-    """Under bf16 autocast the compiled backward pass keeps its distances float32, as the eager one does (the traced
-    backward ran its matmuls in bf16 and failed on mixed dtypes)."""
-    monkeypatch.setattr(tiles, "CPU_TILE_SCORES", 1 << 14)
-    torch.manual_seed(8)
-    attn = EuclidAttention(16, heads=2, path="fused")
-    x = torch.randn(1, length, 16, requires_grad=True)
-    grad = torch.randn(1, length, 16)
-    results = []
-    for module in (attn, torch.compile(attn, backend="aot_eager", fullgraph=True)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = module(x)[0]
-        results.append((out, *torch.autograd.grad(out, (x, *attn.parameters()), grad.to(out.dtype))))
-    for compiled, eager in zip(*results):
-        assert compiled.dtype == eager.dtype
-        torch.testing.assert_close(compiled, eager, atol=1e-2, rtol=1e-2)

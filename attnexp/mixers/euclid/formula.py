@@ -2,21 +2,26 @@
 
 Every path gets the squared distance of every pair from one matmul, the expansion ``||q||^2 + ||k||^2 - 2 q.k``.
 Its rounding is a few float32 ulps of ``||q||^2 + ||k||^2``: harmless for most pairs, but a key close to its query
-(where euclid puts its weight, the score growing like 1/distance) can be closer than that. So each query's
-:data:`NEAREST` nearest keys by the expansion are recomputed from the difference ``q - k``, forward and backward: a
-fixed number per query, found without a host read or a data-dependent shape (:func:`nearest_keys`). Every other key
-is at least as far as the farthest of them (the expansion cannot tell more), so its squared distance is the
-expansion's, raised to that key's where it is below (its gradient stays the expansion's). A query with more than
-:data:`NEAREST` keys inside the expansion's rounding (a few float32 ulps of the squared norms) gets those beyond it
-at the last exact key's score.
+(where euclid puts its weight, the score growing like 1/distance) can be closer than that. Two rules say which
+distances are recomputed from the difference ``q - k``, forward and backward:
+
+- **rows** (a CPU outside a compiled graph, where reading the data is free): every query row whose nearest key by
+  the expansion is within :data:`ROW_NEAR` of its squared norm (:func:`exact_rows`) is recomputed whole: any pair the
+  expansion resolves worse than ~1e-5 of its distance lies in such a row. Decided per row.
+- **nearest keys** (fixed shapes, no host read: compiled graphs, GPUs): each query's :data:`NEAREST` nearest keys by
+  the expansion (:func:`nearest_keys`); every other key is at least as far as the farthest of them (the expansion
+  cannot tell more), so its squared distance is the expansion's, raised to that key's where it is below (its gradient
+  stays the expansion's). A query with more than :data:`NEAREST` keys inside the expansion's rounding gets those
+  beyond at the last exact key's score, and the keys beyond the nearest keep the expansion's rounding (norms far from
+  the origin: ~1e-5 of the gradient).
 
 The gradient, with ``x = scale^2 ||q - k||^2``, ``d = sqrt(x)``, ``z = 1 / (d + eps)``, ``p = softmax(z)``::
 
     g  = p * (dp - rowsum(p * dp)) * z^2 / d        dLoss/dx times -2, 0 where d = 0 (a key equal to its query)
     dq = -scale^2 sum_j g_ij (q_i - k_j)       dk = scale^2 sum_i g_ij (q_i - k_j)       dv = p^T dout
 
-computed as ``-scale^2 (rowsum(g) q - g k)`` and ``scale^2 (g^T q - colsum(g) k)``, except that ``dq`` takes the
-nearest keys' terms from their differences.
+computed as ``-scale^2 (rowsum(g) q - g k)`` and ``scale^2 (g^T q - colsum(g) k)``, except that the exact pairs'
+terms come from their differences.
 """
 
 from __future__ import annotations
@@ -29,7 +34,11 @@ from torch import Tensor
 
 from attnexp.errors import AttnexpError
 
-NEAREST = 2  # keys per query whose distance comes from the difference q - k
+NEAR = 1.0 / 64  # pairs with a squared distance below this share of ||q||^2 + ||k||^2 need the difference
+# A near pair has ||k||^2 <= 1.43 ||q||^2 (the triangle inequality at NEAR), so every row holding one has a
+# squared distance below ROW_NEAR * ||q||^2: one comparison per row finds them.
+ROW_NEAR = NEAR * 2.4275
+NEAREST = 2  # keys per query whose distance comes from the difference q - k (fixed shapes)
 FAR = 1e30  # a blocked key's squared distance while the nearest are looked for: finite, so its bits keep their order
 TINY = 1e-30  # squared distances below this count as 0 for the gradient of the square root
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
@@ -112,6 +121,17 @@ def nearest_keys(x: Tensor, count: int, scratch: Tensor | None = None) -> Tensor
     return torch.cat(picks, -1)
 
 
+def exact_rows(low: Tensor, q_sq: Tensor, floor: float = 0.0) -> tuple[Tensor, Tensor] | None:
+    """The rows (group, query indices) whose smallest expanded squared distance ``low`` is at most ROW_NEAR times
+    their squared norm ``q_sq`` (both scaled) or ``floor``, or None; one host read, and one more where there are some
+    (a CPU outside a compiled graph). Decided per row: NaN compares False.  low, q_sq (n, c, 1)"""
+    near = q_sq.mul(ROW_NEAR).clamp_min_(floor).ge_(low)
+    if not near.any():
+        return None
+    at = near.view(near.shape[:2]).nonzero(as_tuple=True)
+    return at[0], at[1]
+
+
 def key_rows(idx: Tensor, keys: int) -> Tensor:
     """Indices into ``k.reshape(-1, D)`` of the keys ``idx`` (N, Lq, K) names.  # (N * Lq * K,)"""
     return (idx + ramp(idx.shape[0], keys, device=idx.device, shape=(-1, 1, 1))).view(-1)
@@ -134,22 +154,38 @@ def finite_sqrt(x: Tensor) -> Tensor:
 
 def euclid_score(q: Tensor, k: Tensor, scale: float, eps: float, mask: Tensor | None = None) -> Tensor:
     """1 / (||q - k|| * scale + eps) of every query and key row, through autograd (the explicit path), in float32.
-    ``mask`` (True: may attend) keeps blocked keys from being a query's nearest.
-    # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
+    ``mask`` (True: may attend) keeps blocked keys from being a query's nearest. On a CPU outside a compiled graph the
+    rows :func:`exact_rows` finds are recomputed whole from the differences; elsewhere each query's :data:`NEAREST`
+    nearest keys are.  # (..., Lq, D), (..., Lk, D) -> (..., Lq, Lk)"""
     *lead, lq, dim = q.shape
     lk = k.shape[-2]
     if lq == 0 or lk == 0:  # zeros that keep the graph, as SDPA's
         return q.narrow(-1, 0, 0) @ k.narrow(-1, 0, 0).transpose(-2, -1)
     q3, k3 = q.float().reshape(-1, lq, dim), k.float().reshape(-1, lk, dim)  # (N, L, D)
     allowed = None if mask is None else mask.expand(*lead, lq, lk).reshape(-1, lq, lk)
+    s2 = scale * scale
     with float32_math(q.device.type):
-        x = expansion(q3, k3, scale * scale)  # (N, Lq, Lk)
-        with torch.no_grad():
-            idx = nearest_keys(x if allowed is None else x.masked_fill(~allowed, FAR), min(NEAREST, lk))  # (N, Lq, K)
-        exact = nearest_differences(q3, k3, idx).square().sum(-1) * (scale * scale)  # (N, Lq, K)
-        with torch.no_grad():
-            farthest = exact if allowed is None else exact * allowed.gather(-1, idx)  # a blocked key sets no bound
-            floor = farthest.amax(-1, keepdim=True)
-        x = x + (x.clamp_min(floor) - x).detach()  # no key beyond the nearest is nearer than they are
-        z = (1.0 / (finite_sqrt(x) + eps)).scatter(-1, idx, 1.0 / (finite_sqrt(exact) + eps))
+        x = expansion(q3, k3, s2)  # (N, Lq, Lk)
+        if q.device.type == "cpu" and not torch.compiler.is_compiling():
+            with torch.no_grad():
+                far = x if allowed is None else x.masked_fill(~allowed, FAR)
+                at = exact_rows(far.amin(-1, keepdim=True), torch.linalg.vecdot(q3, q3).unsqueeze(-1) * s2)
+            if at is not None:  # whole rows from the differences
+                x = x.index_put(at, (k3[at[0]] - q3[at].unsqueeze(-2)).square().sum(-1) * s2)
+            z = 1.0 / (finite_sqrt(x) + eps)
+        else:
+            z = nearest_scores(q3, k3, x, allowed, s2, eps)
     return z.view(*lead, lq, lk)
+
+
+def nearest_scores(q3: Tensor, k3: Tensor, x: Tensor, allowed: Tensor | None, s2: float, eps: float) -> Tensor:
+    """The scores with each query's :data:`NEAREST` nearest keys by the expansion ``x`` from the differences, every
+    other key floored at them (fixed shapes, no host read).  # (N, Lq, Lk)"""
+    with torch.no_grad():
+        idx = nearest_keys(x if allowed is None else x.masked_fill(~allowed, FAR), min(NEAREST, k3.shape[1]))
+    exact = nearest_differences(q3, k3, idx).square().sum(-1) * s2  # (N, Lq, K)
+    with torch.no_grad():
+        farthest = exact if allowed is None else exact * allowed.gather(-1, idx)  # a blocked key sets no bound
+        floor = farthest.amax(-1, keepdim=True)
+    x = x + (x.clamp_min(floor) - x).detach()  # no key beyond the nearest is nearer than they are
+    return (1.0 / (finite_sqrt(x) + eps)).scatter(-1, idx, 1.0 / (finite_sqrt(exact) + eps))

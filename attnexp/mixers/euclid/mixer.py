@@ -8,6 +8,7 @@ from torch import Tensor
 
 from attnexp.mixers.euclid.formula import check_eps, euclid_score
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+from attnexp.mixers.euclid.ops.kernel import available, triton_euclid_attention
 from attnexp.mixers.multihead import EXPLICIT, MultiHeadAttention, attention
 
 
@@ -15,11 +16,12 @@ class EuclidAttention(MultiHeadAttention):
     """softmax(1 / (||q - k|| * d^-0.5 + eps)) v.
 
     A key equal to its query scores 1/eps and the square root's gradient there is 0, so that key takes (almost)
-    all the weight and the gradient stays finite. Each query's nearest keys get their distance from the difference
-    (see :mod:`~attnexp.mixers.euclid.formula`). Paths (``model.path``), both giving the formula's numbers up to
-    float32 rounding, with fixed shapes and no host reads (the same on a CPU, a GPU and under ``torch.compile``):
-    ``explicit`` (the formula through autograd) and ``fused`` (one autograd function in torch operations,
-    :mod:`~attnexp.mixers.euclid.ops.fused`; ``auto``'s choice).
+    all the weight and the gradient stays finite. Keys near their query get their distance from the difference
+    (see :mod:`~attnexp.mixers.euclid.formula`). Paths (``model.path``): ``explicit`` (the formula through
+    autograd) and ``fused`` (``auto``'s choice), which runs the algorithm that fits the device: on a GPU with Triton
+    one kernel (:mod:`~attnexp.mixers.euclid.ops.kernel`); on a CPU outside a compiled graph the rows that need
+    exact distances found by reading the data (:mod:`~attnexp.mixers.euclid.ops.rows`); in a compiled graph on a
+    CPU, and on a GPU without Triton, fixed shapes and no host reads (:mod:`~attnexp.mixers.euclid.ops.fixed`).
     """
 
     fused_paths = ("fused",)
@@ -44,6 +46,7 @@ class EuclidAttention(MultiHeadAttention):
         return out, weights if need_weights else None
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
-        return fused_euclid_attention(
-            q, k, v, self.full_mask(mask, q, k), self.head_dim**-0.5, self.eps
-        )  # (B, H, Lq, Dv)
+        scale = self.head_dim**-0.5
+        if available(q.device):  # the causal mask as the kernel's flag: no (Lq, Lk) tensor
+            return triton_euclid_attention(q, k, v, mask, self.causal, scale, self.eps)  # (B, H, Lq, Dv)
+        return fused_euclid_attention(q, k, v, self.full_mask(mask, q, k), scale, self.eps)  # (B, H, Lq, Dv)

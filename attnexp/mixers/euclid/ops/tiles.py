@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this many, the forward keeps its weights
 CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 
