@@ -8,10 +8,11 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from attnexp import resolution
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
-from attnexp.runs import convergence, metrics_file, provenance, resolution
+from attnexp.runs import metrics_file, provenance
 from attnexp.runs.record import RunRecord
 
 log = logging.getLogger("attnexp")
@@ -108,7 +109,7 @@ class RecordKeeper(pl.Callback):
     ``error`` saying why: never ``ok``. Final metrics appear under their logged names (``test/acc``). The record adds
     to the settings what ran (:func:`what_ran`), the checkpoint metric after every validation (``monitor_history``,
     kept in checkpoints so that a resumed run has it whole) and whether the run was still improving when its budget
-    ended (:mod:`attnexp.runs.convergence`). ``announce``: log what is about to train (a single run's console).
+    ended (:mod:`attnexp.resolution`). ``announce``: log what is about to train (a single run's console).
     """
 
     def __init__(self, record: RunRecord, test: bool = True, announce: bool = False) -> None:
@@ -164,7 +165,7 @@ class RecordKeeper(pl.Callback):
         seconds = time.perf_counter() - self.fit_started
         epochs = max(1, trainer.current_epoch - self.first_epoch)  # the epochs this fit ran
         monitor = pl_module.task.monitor
-        judged = convergence.judge(
+        judged = resolution.judge(
             self.history,
             monitor,
             pl_module.task.mode,

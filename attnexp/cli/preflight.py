@@ -1,11 +1,10 @@
-"""The pre-flight stage: everything on a command line that can be wrong is found before any folder exists, and
-explained in one paragraph (exit status 2). It reads the command line (:mod:`attnexp.cli.typos`), composes each job
-of it once (a sweep's every combination; Hydra's types, :mod:`attnexp.cli.schema`, refuse a value of the wrong
-type), checks the values no constructor owns, that every class can be loaded (:mod:`attnexp.cli.targets`), builds
-the data and the network as a run would (on PyTorch's meta device: nothing is allocated; a constructor refuses its
-own bad arguments), and finds each job's folder from its identity (:mod:`attnexp.runs.folders`): a folder whose run
-is still training, or that holds an unfinished run without ``resume=true``, is refused. An error in the user's own
-code is no bad input: the run meets it and records it, traceback included."""
+"""The pre-flight stage: everything on a command line that can be wrong is found before any folder exists and said in
+one paragraph (exit status 2). Each job is composed once (a sweep's every combination; the types of
+:mod:`attnexp.cli.schema` refuse a value of the wrong type; :mod:`attnexp.cli.typos` explains what Hydra cannot
+compose), the values no constructor owns are checked, every class is loaded (:mod:`attnexp.cli.targets`), the objects
+are built as the run will build them (:func:`attnexp.build.check`), and each job's folder is found from its identity
+(:mod:`attnexp.runs.folders`): one still training, or holding an unfinished run without ``resume=true``, is refused.
+An error of the user's own code is no bad input: the run meets it and records it, traceback included."""
 
 from __future__ import annotations
 
@@ -38,16 +37,15 @@ RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
 
 
 def check(args: Sequence[str], config_dir: str, config_name: str = "train", folders: bool = True) -> list[DictConfig]:
-    """The configs of the command line's jobs, each checked (none where Hydra alone answers: ``--help``, ``--cfg``);
-    :class:`AttnexpError` for the first problem found. ``folders``: the jobs write run folders (the conformance kit
-    writes none)."""
+    """The configs of the command line's jobs, each checked (none where Hydra alone answers: ``--help``, ``--cfg``).
+    ``folders``: the jobs write run folders (the conformance kit's do not)."""
     jobs = jobs_of(args, config_dir, config_name)
     if not jobs or {a.split("=", 1)[0] for a in args if a.startswith("-")} & NOT_RUN:
         return []
     for cfg in jobs:
         check_values(cfg)
     if is_sweep(args, jobs[0]):
-        check_launcher(jobs[0])
+        check_launcher(jobs[0].hydra.launcher)
     for cfg in {str(OmegaConf.masked_copy(c, ["model", "net", "data", "task", "module"])): c for c in jobs}.values():
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
         check_build(cfg)
@@ -57,8 +55,7 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
 
 
 def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") -> list[DictConfig]:
-    """The config of every job of the command line, composed once each (none where Hydra alone reads it:
-    ``--help``); what cannot be read or composed is explained."""
+    """The config of every job of the command line, composed once each; none where Hydra alone reads it."""
     from hydra import initialize_config_dir
 
     typos.check_words(args)
@@ -70,9 +67,7 @@ def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") ->
 
 
 def sweep_values(override: Any) -> list[str]:
-    """The values of a parsed override as written (one for a plain override; none for a range Hydra expands)."""
-    if not override.is_sweep_override():
-        return [override.get_value_element_as_str()]
+    """A swept override's values as written; none for a range the sweeper expands itself."""
     try:
         return list(override.sweep_string_iterator())
     except Exception:
@@ -80,21 +75,20 @@ def sweep_values(override: Any) -> list[str]:
 
 
 def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -> list[DictConfig]:
-    """The config of every job the command line makes: each combination of a basic sweep's values, else the first."""
+    """Every combination of a basic sweep's values, else the first job (a sweeper that picks its jobs as it goes)."""
+    swept = [o.input_line for o in parsed if o.is_sweep_override()]
     lists = [
         [f"{o.get_key_element()}={v}" for v in sweep_values(o)] if o.is_sweep_override() else [o.input_line]
         for o in parsed
     ]
     first = [values[0] for values in lists if values]
-    swept = [o.input_line for o in parsed if o.is_sweep_override()]
     cfg = composed(config_name, first, sweep=bool(swept))
     if swept and not is_sweep(args, cfg):
         raise AttnexpError(
             f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to run them, "
             f"or give one value (a list as one value is written key=[a,b]). {NOTHING}"
         )
-    basic = str(cfg.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper")
-    if not swept or not basic or not all(lists):
+    if not swept or not str(cfg.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper") or not all(lists):
         return [cfg]
     jobs = [list(job) for job in itertools.product(*lists)]
     return [cfg if job == first else composed(config_name, job, sweep=True) for job in jobs]
@@ -106,34 +100,32 @@ def composed(config_name: str, job: list[str], sweep: bool = False) -> DictConfi
     try:
         return compose(config_name, overrides=job, return_hydra_config=True)
     except Exception as err:
-        if not sweep:
-            raise AttnexpError(typos.explain(err, job, config_name)) from None
-        told = typos.explain(err, job, config_name).removesuffix(f" {NOTHING}")
-        raise AttnexpError(
-            f"In the sweep's job {' '.join(job)}: {told} Every job of a sweep gets each key it sets: sweep options "
-            f"that take a key on their own. {NOTHING}"
-        ) from None
+        told = typos.explain(err, job, config_name)
+        if sweep:
+            told = (
+                f"In the sweep's job {' '.join(job)}: {told.removesuffix(NOTHING)}Every job of a sweep gets each key "
+                f"it sets: sweep options that take a key on their own. {NOTHING}"
+            )
+        raise AttnexpError(told) from None
 
 
 def is_sweep(args: Sequence[str], cfg: Any) -> bool:
-    """``--multirun`` (``-m``), or ``hydra.mode: MULTIRUN`` in the config (which ``--cfg`` and ``--info`` do not
-    follow)."""
+    """``--multirun`` (``-m``), or ``hydra.mode: MULTIRUN`` in the config (which ``--cfg`` and ``--info`` ignore)."""
     flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
     configured = str(OmegaConf.select(cfg, "hydra.mode")) == "RunMode.MULTIRUN"
     return bool(flags & {"-m", "--multirun"}) or (configured and not flags & {"-c", "--cfg", "-i", "--info"})
 
 
 def check_values(cfg: DictConfig) -> None:
-    """The ranges of keys no constructor owns (:data:`RANGES`), the rules our constructors apply to their arguments
-    (:data:`attnexp.rules.RULES`, before torch is imported), a budget that ends and a schedule that can run."""
+    """The ranges of :data:`RANGES`, our constructors' rules (:data:`attnexp.rules.RULES`, before torch is imported),
+    a budget that ends and a schedule that can run."""
     for key, rule in RANGES.items():
         check_value(key, OmegaConf.select(cfg, key, default=None), rule)
     for group in CONSTRUCTED:
-        for key, value in flat(OmegaConf.select(cfg, group, default=None), group):
+        for key, value in leaves(OmegaConf.select(cfg, group, default=None), group):
             if key.rpartition(".")[2] in RULES:
                 check_value(key, value, RULES[key.rpartition(".")[2]])
-    trainer = cfg.trainer
-    if trainer.max_epochs == -1 and trainer.max_steps == -1 and trainer.get("max_time") is None:
+    if cfg.trainer.max_epochs == -1 and cfg.trainer.max_steps == -1 and cfg.trainer.get("max_time") is None:
         raise AttnexpError(
             "trainer.max_epochs=-1 with trainer.max_steps=-1 trains without end: -1 means no limit on epochs when "
             "trainer.max_steps (or trainer.max_time) sets one. E.g. trainer.max_epochs=5, or trainer.max_steps=1000. "
@@ -148,24 +140,21 @@ def check_values(cfg: DictConfig) -> None:
         )
 
 
-def flat(node: Any, where: str) -> list[tuple[str, Any]]:
+def leaves(node: Any, where: str) -> list[tuple[str, Any]]:
     """The leaves of a config node with their keys; another group's node (an interpolation) is checked there."""
     if not isinstance(node, DictConfig):
         return []
     found = []
-    for key in node:
-        if OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]
-            continue
-        value = node[key]
-        found += flat(value, f"{where}.{key}") if isinstance(value, DictConfig) else [(f"{where}.{key}", value)]
+    for key in node:  # a key may be an int (``+data.w={0:1.0}``): looked up as it is, named as a string
+        if not OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]
+            value = node[key]
+            found += leaves(value, f"{where}.{key}") if isinstance(value, DictConfig) else [(f"{where}.{key}", value)]
     return found
 
 
-def check_launcher(cfg: DictConfig) -> None:
+def check_launcher(launcher: DictConfig) -> None:
     """``hydra.launcher.n_jobs`` must be a count joblib takes; ``hydra/launcher=slurm`` needs SLURM's ``sbatch``."""
-    launcher = cfg.hydra.launcher
-    target = str(launcher.get("_target_", ""))
-    n_jobs = launcher.get("n_jobs")
+    target, n_jobs = str(launcher.get("_target_", "")), launcher.get("n_jobs")
     if target.endswith("JoblibLauncher") and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise AttnexpError(
             f"hydra.launcher.n_jobs={n_jobs!r} is not allowed: it is how many sweep jobs run at once, a positive "
@@ -219,9 +208,10 @@ def check_folders(jobs: list[DictConfig]) -> None:
             )
     shared = [f"{' and '.join(names)} into {folder}" for folder, names in found.items() if len(names) > 1]
     if shared:
-        raise AttnexpError(
-            f"These jobs would run the same settings, code, data and seed into one folder: {'; '.join(shared)}. "
-            f"A value is listed twice, or two spellings mean the same. List each value once. {NOTHING}"
+        problems.insert(
+            0,
+            f"These jobs would run the same settings, code, data and seed into one folder: "
+            f"{'; '.join(shared)} (a value listed twice, or two spellings of one: list each once)",
         )
     if problems:
         raise AttnexpError("; ".join(problems) + ". " + NOTHING)

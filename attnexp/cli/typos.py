@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
 from attnexp.errors import AttnexpError
@@ -45,8 +45,6 @@ def check_words(args: Sequence[str]) -> None:
     """A list of values broken by a space (``model=dot, diff``: two arguments) or a stray word: what to write."""
     overrides, words = overrides_and_words(args)
     broken = [o for o in overrides if o.endswith(",")]
-    if not broken and not words:
-        return
     if broken and words:
         what, fix = (
             f"'{broken[0]} {' '.join(words)}' is one list split by a space",
@@ -55,9 +53,11 @@ def check_words(args: Sequence[str]) -> None:
     elif broken:
         what = f"'{broken[0]}' ends with a comma"
         fix = f"write {broken[0].rstrip(',')}, or list every value: {broken[0]}VALUE"
-    else:
+    elif words:
         listed = ", ".join(repr(w) for w in words)
         what, fix = f"{listed} {'is' if len(words) == 1 else 'are'} not an override (key=value)", "write key=value"
+    else:
+        return
     raise AttnexpError(
         f"The command line cannot be read: {what}. A list of values is one argument without spaces (a shell splits "
         f"'model=dot, euclid' at the space): {fix}. Every other argument is key=value or a flag (attnexp --help). "
@@ -66,8 +66,7 @@ def check_words(args: Sequence[str]) -> None:
 
 
 def check_syntax(args: Sequence[str]) -> list[Any]:
-    """The overrides parsed by Hydra's grammar; one it cannot read is explained (a run folder's path, named by its
-    overrides, needs quotes)."""
+    """The overrides parsed by Hydra's grammar; one it cannot read is explained (a folder's path needs quotes)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
@@ -97,7 +96,6 @@ def quote_path(argument: str, keys: tuple[str, ...]) -> str:
 
 
 def near(word: str, choices: Sequence[str]) -> list[str]:
-    """The nearest of ``choices`` to ``word`` (difflib), if any is near."""
     return difflib.get_close_matches(word, list(dict.fromkeys(choices)), n=1, cutoff=0.6)
 
 
@@ -108,6 +106,11 @@ def flat_keys(node: Any, where: str = "") -> Iterator[str]:
             full = f"{where}.{key}" if where else str(key)
             yield full
             yield from flat_keys(child, full)
+
+
+def keyed(override: str) -> str:
+    """An override's key: ``trainer.max_epochs`` of ``trainer.max_epochs=3`` or ``~trainer.max_epochs``."""
+    return override.lstrip("+~").split("=", 1)[0]
 
 
 def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
@@ -126,37 +129,24 @@ def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
         return f"{given} is not allowed: {message}. See attnexp --cfg job for the key's present value. {NOTHING}"
     if "already" in text and given.startswith("+"):
         return f"{given} adds the key {key}, which the config already has: set it without '+' ({given[1:]}). {NOTHING}"
-    if not key:
-        return f"The config cannot be composed: {text}. {NOTHING}"
     try:  # the config without the keys the command line sets: its keys are what it could have meant
-        groups = [o for o in job if "." not in o.split("=", 1)[0] and "=" in o]
-        plain = OmegaConf.to_container(compose(config_name, overrides=groups), resolve=False)
+        plain = compose(config_name, overrides=[o for o in job if "." not in o.split("=", 1)[0] and "=" in o])
     except Exception:
+        plain = None
+    if not key or plain is None:
         return f"The config cannot be composed: {text}. {NOTHING}"
-    keys, (parent, _, leaf) = list(flat_keys(plain)), key.rpartition(".")
-    same_leaf = [k for k in keys if k.rpartition(".")[2] == leaf]  # a key of that name elsewhere: model.heads
-    close = near(key, same_leaf) or near(key, keys)
+    keys, (parent, _, leaf) = list(flat_keys(OmegaConf.to_container(plain, resolve=False))), key.rpartition(".")
+    close = near(key, [k for k in keys if k.rpartition(".")[2] == leaf]) or near(key, keys)  # model.heads
     typo = bool(close) and difflib.SequenceMatcher(None, key, close[0]).ratio() >= TYPO
-    takes = None if typo else argument_of(OmegaConf.select(OmegaConf.create(plain), parent), leaf)
+    node = OmegaConf.select(plain, parent) if parent else plain
+    takes = None if typo else argument_of(node, leaf)
     if takes:
-        value = given.split("=", 1)[-1]
-        return (
-            f"{given} sets {key}, which the config does not list; {takes} takes {leaf}: add it with "
-            f"+{key}={value}. {NOTHING}"
-        )
-    node = OmegaConf.select(OmegaConf.create(plain), parent) if parent else plain
-    listed = ", ".join(str(k) for k in node) if hasattr(node, "keys") else ""
+        fix = f"{takes} takes {leaf}: add it with +{key}={given.split('=', 1)[-1]}"
+        return f"{given} sets {key}, which the config does not list; {fix}. {NOTHING}"
+    listed = ", ".join(str(k) for k in node) if isinstance(node, DictConfig) else ""
     hint = f"Did you mean {close[0]}?" if close else f"The keys of {parent or 'the top level'} are: {listed}."
     verb = "deletes" if given.startswith("~") else "sets"
-    return (
-        f"{given} {verb} {key}, which is not a key of the composed config. {hint} Every key: attnexp --cfg job (with "
-        f"your options). {NOTHING}"
-    )
-
-
-def keyed(override: str) -> str:
-    """An override's key: ``trainer.max_epochs`` of ``trainer.max_epochs=3`` or ``~trainer.max_epochs``."""
-    return override.lstrip("+~").split("=", 1)[0]
+    return f"{given} {verb} {key}, which is not a key of the composed config. {hint} Every key: --cfg job. {NOTHING}"
 
 
 def missing_option(err: Any, job: Sequence[str]) -> str:
@@ -168,16 +158,14 @@ def missing_option(err: Any, job: Sequence[str]) -> str:
     given = next((o for o in job if o.lstrip("+~").startswith(f"{group}=")), f"{group}={option}")
     close = near(option, options)
     guess = f" Did you mean {group}={close[0]}?" if close else ""
-    own = (
-        "" if group.startswith("hydra") else f" An option of your own is configs/{group}/{option}.yaml in this folder."
-    )
+    own = "" if group.startswith("hydra") else f" An option of your own is configs/{group}/{option}.yaml here."
     listed = ", ".join(options)
     return f"{given} names no option of the config group {group}: its options are {listed}.{guess}{own} {NOTHING}"
 
 
 def argument_of(node: Any, leaf: str) -> str | None:
     """The class a node builds (its ``_target_``) when that class takes an argument ``leaf``."""
-    target = node.get("_target_") if hasattr(node, "get") else None
+    target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or "${" in target:
         return None
     try:

@@ -1,6 +1,6 @@
 """Whether two configurations may be compared at all, and what a verdict between them rests on: equal budgets
 (``trainer.max_epochs``, steps, time caps, batches per epoch), equal tuning grids, enough seeds and budgets that
-finished (runs no longer improving: :mod:`attnexp.runs.convergence`)."""
+finished (runs no longer improving: :mod:`attnexp.resolution`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Where a run writes: its folder follows from its identity (:mod:`attnexp.runs.identity`) and seed,
 ``<log_dir>/runs/<mixer>_<data>_<identity>/seed=<seed>``, so the same settings, code and data find the same folder
 (``resume=true`` continues it, a finished run is reported and skipped) and anything that differs gets its own.
-
 :func:`run_folder` is the resolver ``attnexp.run_folder`` of ``hydra.run.dir`` and of a sweep job's
-``hydra.sweep.subdir``: Hydra makes the folder; the pre-flight stage (:mod:`attnexp.cli.preflight`) asks the same
-function first, before any folder exists.
-"""
+``hydra.sweep.subdir``: Hydra makes the folder; the pre-flight stage asks the same function first."""
 
 from __future__ import annotations
 
@@ -21,12 +18,8 @@ from attnexp.runs import identity, metrics_file
 from attnexp.settings import config_record
 
 SHOWN = 8  # hex digits of the identity in a folder name
-FINISHED = (
-    metrics_file.OK,
-    metrics_file.UNTRAINED,
-    metrics_file.UNVALIDATED,
-    metrics_file.DIVERGED,
-)  # a rerun would compute the same: reported and skipped
+FINISHED = (metrics_file.OK, metrics_file.UNTRAINED, metrics_file.UNVALIDATED, metrics_file.DIVERGED)  # reruns alike
+KNOWN: dict[str, dict[str, Any]] = {}  # the resolver is asked again and again for one run
 
 
 def targets(node: Any) -> list[str]:
@@ -40,39 +33,32 @@ def targets(node: Any) -> list[str]:
 def what_ran(cfg: DictConfig, choices: dict[str, Any]) -> dict[str, Any]:
     """The identity of the run ``cfg`` composes (Hydra's node aside; ``choices``: its config-group options), with the
     code and data it stands for: ``{"identity", "code", "dataset"}``."""
-    config = config_record(cfg)
-    text = json.dumps([config, choices], sort_keys=True, default=str)
-    if text not in KNOWN:  # the resolver is asked again and again for one run
-        KNOWN[text] = compute(cfg, config, choices)
-    return KNOWN[text]
-
-
-KNOWN: dict[str, dict[str, Any]] = {}
-
-
-def compute(cfg: DictConfig, config: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
     from hydra.utils import get_object, instantiate
 
-    plain = OmegaConf.to_container(cfg, resolve=False)
-    for target in targets({k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain):
-        if "${" not in target:
-            get_object(target)  # a user's module is imported, so its helpers are seen
-    data = instantiate(cfg.data)
-    data.prepare_data()  # a download, or a copy from a system package, comes first: the files are then there
-    files = data.files() if hasattr(data, "files") else {}
-    code, dataset = identity.code(targets(config)), identity.dataset(files)
-    return {"identity": identity.key(choices, config, code["id"], dataset["id"]), "code": code, "dataset": dataset}
+    config = config_record(cfg)
+    text = json.dumps([config, choices], sort_keys=True, default=str)
+    if text not in KNOWN:
+        for target in targets(config):
+            if "${" not in target:
+                get_object(target)  # a user's module is imported, so its helpers are seen
+        data = instantiate(cfg.data)
+        data.prepare_data()  # a download, or a copy from a system package, first: the files are then there
+        code, dataset = identity.code(targets(config)), identity.dataset(getattr(data, "files", dict)())
+        key = identity.key(choices, config, code["id"], dataset["id"])
+        KNOWN[text] = {"identity": key, "code": code, "dataset": dataset}
+    return KNOWN[text]
 
 
 def choices_of(hydra: Any) -> dict[str, str]:
     """The config-group options Hydra chose (``hydra``: Hydra's node; its own groups left out)."""
-    found = OmegaConf.select(hydra, "runtime.choices", default=None) or {}
+    found = OmegaConf.to_container(OmegaConf.select(hydra, "runtime.choices", default=None) or OmegaConf.create())
+    assert isinstance(found, dict)
     return {str(g): "null" if o is None else str(o) for g, o in found.items() if not str(g).startswith("hydra")}
 
 
 def run_folder(*, _root_: DictConfig) -> str:
     """Resolver ``attnexp.run_folder``: the folder of the run the config composes."""
-    cfg = OmegaConf.masked_copy(_root_, [k for k in _root_ if k != "hydra"])
+    cfg = OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"])
     choices = choices_of(_root_.hydra)
     short = what_ran(cfg, choices)["identity"][:SHOWN]
     name = f"{choices.get('model')}_{choices.get('data')}_{short}".replace("/", "_")
@@ -93,8 +79,8 @@ def check_writable(root: str | Path) -> None:
 
 
 def state(folder: str | Path) -> tuple[str, dict[str, Any]]:
-    """What a run folder holds: ``("new", {})``, ``("finished", record)`` (:data:`FINISHED`), ``("running", record)``
-    (its process still runs) or ``("unfinished", record)`` (failed, interrupted, abandoned)."""
+    """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process still runs) or
+    ``unfinished`` (failed, interrupted, abandoned), with its record."""
     record = metrics_file.read(folder)
     if not record:
         return "new", {}

@@ -1,5 +1,5 @@
-"""The software and machine a run ran on: attnexp's version (with the git commit HEAD names, when it runs from a
-checkout), torch, Lightning and Python, and the device. Which code ran, file by file, is the run's identity
+"""The software and machine a run ran on: attnexp's version (with the git commit HEAD names, from a checkout), torch,
+Lightning and Python, and the device. Which code ran, file by file, is the run's identity
 (:mod:`attnexp.runs.identity`), so a checkout's uncommitted changes are seen there, exactly."""
 
 from __future__ import annotations
@@ -14,29 +14,24 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def commit(checkout: Path = CHECKOUT) -> str | None:
-    """The commit HEAD names in a git checkout (a worktree's ``.git`` file followed), read from git's files: the
-    package starts no programs."""
+    """The commit HEAD names in a git checkout (a worktree's ``.git`` file followed), read from git's files."""
     git = checkout / ".git"
-    if git.is_file() and git.read_text().startswith("gitdir:"):
-        git = (checkout / git.read_text().split(":", 1)[1].strip()).resolve()
     try:
+        if git.is_file():
+            git = (checkout / git.read_text().split(":", 1)[1].strip()).resolve()
         head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref:"):
-            return head or None
-        ref = head.split(":", 1)[1].strip()
+        ref = head.split(":", 1)[1].strip() if head.startswith("ref:") else None
         common = git / (git / "commondir").read_text().strip() if (git / "commondir").is_file() else git
-        for folder in (git, common):
-            if (folder / ref).is_file():
-                return (folder / ref).read_text().strip()
+        found = [(f / ref).read_text().strip() for f in (git, common) if ref and (f / ref).is_file()]
         packed = (common / "packed-refs").read_text().splitlines() if (common / "packed-refs").is_file() else []
-        return next((line.split()[0] for line in packed if line.endswith(f" {ref}")), None)
-    except OSError:
+        found += [line.split()[0] for line in packed if ref and line.endswith(f" {ref}")]
+        return found[0] if ref and found else (None if ref else head or None)
+    except (OSError, IndexError):
         return None
 
 
 @functools.lru_cache(maxsize=1)
 def software() -> dict[str, Any]:
-    """attnexp's version and commit (None outside a checkout), torch, Lightning and Python."""
     import pytorch_lightning
     import torch
 
@@ -56,12 +51,10 @@ def software() -> dict[str, Any]:
 def processor() -> str:
     """The CPU's model name (``/proc/cpuinfo`` where there is one)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def device(root_device: Any, devices: int = 1) -> dict[str, Any]:

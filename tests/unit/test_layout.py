@@ -25,6 +25,7 @@ LAYERS = [
         "module",
         "threads",
         "prediction",
+        "resolution",
         "build",
     },
     {"runs"},

@@ -14,8 +14,8 @@ from attnexp.cli.preflight import jobs_of
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
+from attnexp.resolution import judge
 from attnexp.runs import identity, provenance
-from attnexp.runs.convergence import judge
 from attnexp.runs.folders import choices_of
 from attnexp.settings import config_record
 

@@ -2,12 +2,14 @@
 one binomial standard error on the predictions it counts (the tokens of next-token windows, the answer tokens of a
 recall task, the images of a classifier: ``scored`` in a run's record); another metric (a loss, a perplexity) is
 judged at 1% of its value. Comparisons take their default margins from here, and a run's budget is judged still
-improving by the same yardstick."""
+improving by the same yardstick (:func:`judge`): its best validation value (the earliest of equal ones, as the
+checkpoint keeps it) at its last validated epoch, beating the best before the last quarter of its epochs by more than
+the margin. One validation says nothing of a trend."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 FRACTIONS = ("acc", "seq_acc", "exact")  # metric names (after the split) that are shares of examples: within [0, 1]
@@ -42,3 +44,27 @@ def margin_at(metric: str, value: float, scored: int | None) -> tuple[float, str
     if math.isfinite(value) and value != 0:
         return RELATIVE_MARGIN * abs(value), "1% of the baseline"
     return math.nan, "none"
+
+
+def judge(history: Sequence[Sequence[float]], monitor: str, mode: str, examples: int | None) -> dict[str, Any]:
+    """The verdict on a budget from ``history``, ``[[epoch, value], ...]`` of ``monitor`` (``mode`` ``max`` or ``min``):
+    ``still_improving`` (None with fewer than 2 validations) and the numbers it rests on."""
+    values = [(int(epoch), float(value)) for epoch, value in history if math.isfinite(float(value))]
+    if len(values) < 2:
+        return {"still_improving": None, "validations": len(values)}
+    sign = 1.0 if mode == "max" else -1.0
+    best_epoch = max(values, key=lambda item: (sign * item[1], -item[0]))[0]
+    last_epoch, last = values[-1]
+    quarter = math.ceil(len(values) / 4)
+    before = max(sign * v for _, v in values[:-quarter])
+    gain = sign * last - before
+    margin, _ = margin_at(monitor, last, examples)
+    improving = best_epoch == last_epoch and gain > (margin if math.isfinite(margin) else 0.0)
+    return {
+        "still_improving": improving,
+        "validations": len(values),
+        "best_epoch": best_epoch,
+        "last_epoch": last_epoch,
+        "last_quarter_gain": gain,
+        "margin": margin,
+    }
