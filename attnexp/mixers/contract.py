@@ -113,10 +113,10 @@ def declares_causal_only(factory: object) -> bool:
 def not_causal(name: str) -> AttnexpError:
     """The refusal of a causal-only mixer asked to be built non-causal (bad input: the network or model.causal)."""
     return AttnexpError(
-        f"{name} attends causally only (it declares causal_only = True), and this network asks for it non-causal "
-        "(model.causal=false in a network that leaves causality to the mixer, a bidirectional encoder or "
-        "cross-attention). Train it in the language model (data=corpus, data=text, data=mqar: every mixer "
-        "causal), or set model.causal=true where the network leaves causality to the mixer."
+        f"{name} attends causally only (it declares causal_only = True): it cannot be built non-causal. A network "
+        "asks for that as a bidirectional encoder, as cross-attention, or with model.causal=false where it leaves "
+        "causality to the mixer: train it in the language model (data=corpus, data=text, data=mqar: every mixer "
+        "causal), or set model.causal=true."
     )
 
 
@@ -140,17 +140,18 @@ def weight_kind(mixer: nn.Module) -> str:
     return kind
 
 
-def where_defined(mixer: nn.Module, method: str = "forward") -> str:
-    """``Class.method (file:line)`` of a mixer's method, for messages that point at the mixer's code."""
-    function = getattr(type(mixer), method, None)
+def where_defined(mixer: nn.Module, method: str | None = "forward") -> str:
+    """``Class.method (file:line)`` of a mixer's method (``Class (file:line)`` for None: its class), for messages that
+    point at the mixer's code."""
+    target = type(mixer) if method is None else getattr(type(mixer), method, None)
+    name = type(mixer).__name__ + ("" if method is None else f".{method}")
     try:
-        source, line = inspect.getsourcefile(function), inspect.getsourcelines(function)[1]  # type: ignore[arg-type]
+        source, line = inspect.getsourcefile(target), inspect.getsourcelines(target)[1]  # type: ignore[arg-type]
     except (TypeError, OSError):
         source = None
     if source is None:
-        return f"{type(mixer).__name__}.{method}"
-    file = Path(source)
-    return f"{type(mixer).__name__}.{method} ({shown(file)}:{line})"
+        return name
+    return f"{name} ({shown(Path(source))}:{line})"
 
 
 def shown(path: Path) -> str:
