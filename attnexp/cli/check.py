@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -53,6 +53,7 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     from hydra.utils import instantiate
 
     from attnexp.cli.smoke import smoke_run
+    from attnexp.mixers import MixerRequest
     from attnexp.mixers.conformance import Kit, Size, run_checks
     from attnexp.mixers.conformance.speed import compare_with_dot, machine
 
@@ -64,7 +65,7 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     named = network_named(list(HydraConfig.get().overrides.task))
     factory = instantiate(cfg.model)
     kit = Kit(factory, cfg.seed, Size.of(request) if named else None)  # a causal-only mixer's checks: causal
-    size, checked = kit.size, kit.build().request  # the size checked, and the requests the checks build it with
+    size, checked = kit.size, cast(MixerRequest, kit.build().request)  # the size checked, the checks' requests
     network = (
         f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}"
         if named
@@ -128,14 +129,15 @@ def main(cfg: DictConfig) -> Any:
         check_targets(cfg, list(hydra_cfg.searchpath), list(hydra_cfg.overrides.task))
         passed = report(cfg, say=lambda text: print(text, flush=True))
     except Exception as err:  # a module that cannot be loaded, an option the mixer refuses: bad input; a mixer's bug
+        failure: BaseException = err
         if "torch" in sys.modules:
             from attnexp.mixers.faults import explain_mixer_failure
 
-            err = explain_mixer_failure(err)
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not (isinstance(err, AttnexpError) or is_bad_input(err)):
+            failure = explain_mixer_failure(err)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not (isinstance(failure, AttnexpError) or is_bad_input(err)):
             raise
-        print(f"attnexp-check: {explain(err)}", file=sys.stderr)
-        raise SystemExit(EXIT_CODES["bad_input" if is_bad_input(err) else "failed"]) from None
+        print(f"attnexp-check: {explain(failure)}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input" if is_bad_input(failure) else "failed"]) from None
     if not passed:
         raise SystemExit(EXIT_CODES["failed"])
 
@@ -144,7 +146,9 @@ def cli() -> None:
     """Console script ``attnexp-check``: :func:`main`, then a quick exit (see :mod:`attnexp.cli.fast_exit`)."""
     args = sys.argv[1:] = [FLAGS.get(a, a) for a in sys.argv[1:]]
     try:  # what the runner refuses before anything runs, refused alike: a typo gets its nearest keys or options
-        check_words(args), check_override_syntax(args), check_composition(args, str(search_path.config_dir()), "check")
+        check_words(args)
+        check_override_syntax(args)
+        check_composition(args, str(search_path.config_dir()), "check")
     except AttnexpError as err:
         print(err, file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None

@@ -24,7 +24,11 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     width = max(len(s) for s in sources)
     inches = max(4.0, 1.6 + heads * (0.9 + 0.17 * width))  # the maps, the colour bar and its labels
     fig, axes = plt.subplots(
-        rows, heads, figsize=(inches, rows * (0.9 + 0.2 * max(map(len, outputs)))), squeeze=False, layout="constrained"
+        rows,
+        heads,
+        figsize=(inches, 0.5 + rows * (0.9 + 0.2 * max(map(len, outputs)))),
+        squeeze=False,
+        layout="constrained",
     )
     scale = weight_scale(maps)
     for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):

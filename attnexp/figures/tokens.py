@@ -25,7 +25,7 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None], masked:
     panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
     panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
     scale = weight_scale([data for _, data, _ in panels]) if panels else WEIGHT_SCALE
-    colours = plt.get_cmap(scale["cmap"]).with_extremes(bad=MASKED_COLOUR)
+    colours = plt.get_cmap(str(scale["cmap"])).with_extremes(bad=MASKED_COLOUR)
     side = 1.2 + 0.28 * len(tokens)
     fig, axes = plt.subplots(
         1, max(1, len(panels)), figsize=(side * max(1, len(panels)) + 1.0, side), squeeze=False, layout="constrained"

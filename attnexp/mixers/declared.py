@@ -5,13 +5,15 @@ public contract only."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
 from attnexp.errors import MixerError
 from attnexp.mixers.conformance.kit import TOL
 from attnexp.mixers.conformance.weights import weight_problems
-from attnexp.mixers.contract import is_mixer, weight_kind, where_defined
+from attnexp.mixers.contract import MixerRequest, is_mixer, weight_kind, where_defined
 from attnexp.mixers.multihead import MultiHeadAttention
 
 LOW_PRECISION_TOL = 1e-2  # a row sum's rounding when the weights were computed in bf16 or fp16
@@ -55,7 +57,7 @@ def built_causal(net: nn.Module) -> bool | list[bool] | None:
     """Whether ``net``'s mixers were built causal, as the network asked or the mixer's own setting said: one answer
     when every mixer agrees, else one per mixer in module order (an encoder-decoder's decoder); None without
     mixers. What a run records (``causal``), whatever ``model.causal`` the config held."""
-    causal = [bool(m.request.causal) for m in net.modules() if is_mixer(m)]
+    causal = [bool(cast(MixerRequest, m.request).causal) for m in net.modules() if is_mixer(m)]
     if not causal:
         return None
     return causal[0] if len(set(causal)) == 1 else causal

@@ -78,16 +78,16 @@ def hidden_in_tokens(kit: Kit, causal: bool) -> float:
     for n in PADDED:
         longer = kit.build(causal=causal, num_tokens=s.queries + n)
         extra, none = kit.noise(s.batch, n, s.dim), torch.zeros(s.batch, 1, 1, n, dtype=torch.bool)
-        tokens, masks = ((extra, kit.x), (none, mask)) if causal else ((kit.x, extra), (mask, none))
+        parts, masks = ((extra, kit.x), (none, mask)) if causal else ((kit.x, extra), (mask, none))
         rows = slice(n, None) if causal else slice(None, s.queries)
         if same_parameters(mixer, longer):  # else the length decides the parameters: nothing to compare
-            padded.append((longer, torch.cat(tokens, 1), torch.cat(masks, -1), rows))
+            padded.append((longer, torch.cat(parts, 1), torch.cat(masks, -1), rows))
     worst = 0.0
     for w in (False, True):
         out = mixer(kit.x, mask=mask, need_weights=w)[0][visible]
         worst = max(worst, relative(mixer(changed, mask=mask, need_weights=w)[0][visible], out))
-        for longer, tokens, masks, rows in padded:
-            worst = max(worst, relative(longer(tokens, mask=masks, need_weights=w)[0][:, rows][visible], out))
+        for longer, tokens, hides, rows in padded:
+            worst = max(worst, relative(longer(tokens, mask=hides, need_weights=w)[0][:, rows][visible], out))
     return worst
 
 
