@@ -1,6 +1,6 @@
 """Mixers with one deliberate defect each, for the conformance kit's tests (and a user folder's in the CLI tests):
-the kit must fail each on the check that names its defect; and two unusual but correct ones (``AttendOnly``,
-``NoWeights``) that every part of a run must take as they are."""
+the kit must fail each on the check that names its defect; and unusual but correct ones (``AttendOnly``,
+``NoWeights``, ``CausalOnly``) that every part of a run must take as they are."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnexp.errors import AttnexpError
 from attnexp.mixers import DotAttention, MultiHeadAttention, SigmoidAttention
 from attnexp.mixers.multihead import zero_empty_rows
 
@@ -186,3 +187,77 @@ class AttendOnly(MultiHeadAttention):
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = zero_empty_rows(scores.softmax(-1), mask).to(v.dtype)
         return weights @ v, weights if need_weights else None
+
+
+class CausalOnly(DotAttention):
+    """Correct: dot attention that may only be causal, as the docs say to declare it; it refuses to be built
+    non-causal itself too, as a mixer written before the declaration did (no ``causal: true`` in its config)."""
+
+    causal_only = True
+    permutation_equivariant = False
+
+    def __init__(self, dim: int, *, causal: bool = False, **options) -> None:
+        if not causal:
+            raise AttnexpError("CausalOnly attends causally only: it cannot be built non-causal.")
+        super().__init__(dim, causal=causal, **options)
+
+
+class SoftpickCountsPadding(DotAttention):
+    """Softpick, relu(exp(s) - 1) / sum |exp(s) - 1|, whose denominator counts every hidden key (exp(-inf) - 1 = -1):
+    what hidden keys hold changes nothing, how many there are does."""
+
+    weight_kind = "non-negative"
+    fused_paths = ()
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        shifted = torch.expm1(scores)
+        return F.relu(shifted) / shifted.abs().sum(-1, keepdim=True).clamp_min(1e-6)
+
+
+class DropsMaskWhenCausal(DotAttention):
+    """Honours the padding mask unless it is causal: only a padding check under a causal mask can see it."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        return super().forward(x, context, None if self.causal else mask, need_weights)
+
+
+class AttendDropsAToken(MultiHeadAttention):
+    """Its own attend returns one query row fewer than it was given."""
+
+    def attend(self, q, k, v, mask, need_weights):
+        weights = (q @ k.transpose(-2, -1)).softmax(-1)
+        return (weights @ v)[:, :, :-1], None
+
+
+class ScoreDropsAKey(DotAttention):
+    """Scores one key fewer than there are."""
+
+    def score(self, q: Tensor, k: Tensor) -> Tensor:
+        return super().score(q, k)[..., :-1]
+
+
+class NormaliseDropsAKey(DotAttention):
+    """Its normaliser returns weights for one key fewer than it was given scores for."""
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        return scores[..., :-1].softmax(-1)
+
+
+class BuiltWithABug(DotAttention):
+    """A ValueError of its own constructor's code: a bug, not a value the user typed."""
+
+    def __init__(self, dim: int, **options) -> None:
+        super().__init__(dim, **options)
+        self.width = int("sixteen")
+
+
+class OldFlagSigned(DotAttention):
+    """A difference of two maps (rows summing to 0) that says, with the older flag, that its weights are
+    non-negative."""
+
+    distributions = False
+    fused_paths = ()
+
+    def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        flipped = torch.where(torch.isinf(scores), scores, -scores)  # masked keys stay at -inf
+        return scores.softmax(-1) - flipped.softmax(-1)

@@ -28,7 +28,8 @@ def attention_stats(
     Rows that may attend to one key only are left out, and in a self-attention with a mask the rows of
     tokens that are themselves masked (padding). ``max_weight``: the largest weight of a row; ``self_weight``:
     the weight a token puts on itself (self-attention only); ``score_min``, ``score_max``: the range of the finite
-    scores before the normaliser over allowed pairs; ``nonfinite``: how many allowed scores are NaN or infinite.
+    scores before the normaliser over allowed pairs; ``nonfinite``: how many allowed scores are NaN or infinite;
+    ``nonfinite_weights``: how many allowed weights are (every mixer that returns weights, scores or not).
     What else is measured depends on the ``kind`` of weights (:data:`~attnexp.mixers.WEIGHT_KINDS`), so that each
     number means something: distributions (softmax) get ``entropy``, row entropy / log(number of keys the row may
     attend to), and ``peaked``, the share of rows whose largest weight is over 0.99; non-negative weights (sigmoid)
@@ -64,6 +65,7 @@ def attention_stats(
             negative_mass=(-w).clamp_min(0).sum(-1)[..., rows].mean().item(),
             min_weight=w.masked_fill(~allowed, math.inf).amin(-1)[..., rows].mean().item(),
         )
+    stats["nonfinite_weights"] = float((~torch.isfinite(w) & allowed).sum())
     if self_attention and lq == lk:
         stats["self_weight"] = w.diagonal(dim1=-2, dim2=-1)[..., rows].mean().item()
     if scores is not None:

@@ -12,6 +12,7 @@ from attnexp import resolution
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
+from attnexp.mixers.declared import built_causal
 from attnexp.runs import metrics_file, provenance
 from attnexp.runs.record import RunRecord
 
@@ -38,6 +39,7 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     paths = sorted({m.path_for(device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
         facts["path"] = ",".join(paths)
+    facts["causal"] = built_causal(pl_module.net)  # as the network built its mixers, whatever model.causal says
     chance = getattr(datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
     if chance is not None:
         facts["chance"] = chance

@@ -11,15 +11,35 @@ import torch
 from attnexp.callbacks.figures import forward_with_weights
 from attnexp.callbacks.health import CallRecorder, attention_stats, gate_stats
 from attnexp.mixers import is_mixer, weight_kind
+from attnexp.mixers.declared import check_declared_weights, scores_unmeasured
 
 
 class AttentionTelemetry(pl.Callback):
     """Logs, at the end of every validation epoch, :func:`attention_stats` (or :func:`gate_stats`) of every
     layer under ``attn/layer<i>/``, on the first ``samples`` inputs of the first validation batch. It costs one
-    forward pass with weights on that batch per epoch; the last values reach metrics.json."""
+    forward pass with weights on that batch per epoch; the last values reach metrics.json, and what it could not
+    measure (the scores of a mixer that offers none) the run's ``record``. Before the first training batch, the same
+    pass on it holds each mixer's weights to its ``weight_kind`` (:func:`check_declared_weights`)."""
 
-    def __init__(self, samples: int = 64) -> None:
-        self.samples = samples
+    def __init__(self, samples: int = 64, record: Any = None) -> None:
+        self.samples, self.record, self.checked = samples, record, False
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if not self.checked:
+            self.checked = True
+            for mixer, _, weights, call in self.layers(pl_module, batch[0][: self.samples]):
+                check_declared_weights(mixer, weights, call.get("mask"), "16" in str(trainer.precision))
+
+    def layers(self, pl_module: Any, x: Any) -> list[tuple[Any, Any, Any, dict]]:
+        """Each mixer, its scores, its weights and its call's arguments, from one forward pass with weights on ``x``."""
+        mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
+        recorders = [CallRecorder(m) for m in mixers]
+        try:
+            _, maps = forward_with_weights(pl_module, x)
+        finally:
+            for recorder in recorders:
+                recorder.close()
+        return [(m, r.scores, w, r.call) for m, r, w in zip(mixers, recorders, maps)]
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         datamodule = getattr(trainer, "datamodule", None)
@@ -28,29 +48,26 @@ class AttentionTelemetry(pl.Callback):
         devices = [pl_module.device] if pl_module.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # a loader's iterator draws a seed: training's stay as they were
             x = next(iter(datamodule.val_dataloader()))[0][: self.samples]
-        mixers = [m for m in pl_module.net.modules() if is_mixer(m)]
-        recorders = [CallRecorder(m) for m in mixers]
-        try:
-            _, maps = forward_with_weights(pl_module, x)
-        finally:
-            for recorder in recorders:
-                recorder.close()
         values: dict[str, float] = {}
-        for i, (mixer, recorder, weights) in enumerate(zip(mixers, recorders, maps)):
+        unmeasured = set()
+        for i, (mixer, scores, weights, call) in enumerate(self.layers(pl_module, x)):
             if weights is None:
                 continue
             if weights.dim() == 4:
-                call = recorder.call
                 stats = attention_stats(
                     weights,
-                    recorder.scores,
+                    scores,
                     mixer.request.causal,
                     call.get("mask"),
                     call.get("context") is None,
                     weight_kind(mixer),
                 )
+                if scores is None:
+                    unmeasured.add(scores_unmeasured(mixer))
             else:
                 stats = gate_stats(weights)
             values.update({f"attn/layer{i}/{name}": value for name, value in stats.items()})
+        if unmeasured and self.record is not None:
+            self.record.fields["telemetry_unmeasured"] = sorted(unmeasured)
         if values:  # flushed with the module's validation metrics, whose "step" key (the epoch) they share
             pl_module.log_dict(values, sync_dist=True)

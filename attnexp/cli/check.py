@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -50,7 +50,8 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     from hydra.utils import instantiate
 
     from attnexp.cli.smoke import smoke_run
-    from attnexp.mixers.conformance import Size, run_checks
+    from attnexp.mixers import MixerRequest
+    from attnexp.mixers.conformance import Kit, Size, run_checks
     from attnexp.mixers.conformance.speed import compare_with_dot, machine
 
     warnings.filterwarnings("ignore", category=UserWarning)  # a library's warning on the way: the lines say what ran
@@ -59,7 +60,9 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     torch.set_num_threads(1)  # small tensors: one thread is fastest and leaves the other cores alone
     request = composed_mixer(cfg).request
     named = network_named(list(HydraConfig.get().overrides.task))
-    size = Size.of(request) if named else Size()
+    factory = instantiate(cfg.model)
+    kit = Kit(factory, cfg.seed, Size.of(request) if named else None)  # a causal-only mixer's checks: causal
+    size, checked = kit.size, cast(MixerRequest, kit.build().request)  # the size checked, the checks' requests
     network = (
         f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}"
         if named
@@ -67,10 +70,10 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
     )
     say(
         f"attnexp-check model={choices.get('model')} ({cfg.model._target_}): {size.describe()}, seed {cfg.seed}, CPU; "
-        f"{network}"
+        f"{network}{causal_note(size, named, factory)}"
     )
     results = []
-    for result in run_checks(instantiate(cfg.model), seed=cfg.seed, size=size):
+    for result in run_checks(factory, seed=cfg.seed, size=size):
         results.append(result)
         say(line(result))
     results.append(smoke_run(cfg))
@@ -86,18 +89,28 @@ def report(cfg: DictConfig, say: Any = print) -> bool:
         device = torch.device(
             "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda") else "cpu"
         )
-        batch = int(OmegaConf.select(cfg, "data.batch_size", default=None) or 32)
+        batch = int(OmegaConf.select(cfg, "data.batch_size", default=None) or 32) if named else size.batch
         where = (
-            f"speed at batch {batch}, {request.num_tokens or 64} tokens, width {request.dim}, {request.heads} "
-            f"head{'s' * (request.heads != 1)}"
+            f"speed at batch {batch}, {checked.num_tokens} tokens, width {checked.dim}, {checked.heads} "
+            f"head{'s' * (checked.heads != 1)}{', causal' * checked.causal}"
         )
         try:
-            speed = compare_with_dot(instantiate(cfg.model), request, batch, device=device, seed=cfg.seed)
+            speed = compare_with_dot(factory, checked, batch, device=device, seed=cfg.seed)
         except Exception as err:  # dot cannot be built at this size, or memory runs out: the checks stand
             say(f"{where}: not measured ({explain(err)})")
         else:
             say(f"{where} (forward and backward, the path a run trains with): {speed.describe()}; {machine(device)}")
     return not failed
+
+
+def causal_note(size: Any, named: bool, factory: Any) -> str:
+    """What the first line says of causality: checked causal as the network builds its mixers, or as the mixer
+    declares itself."""
+    if not size.causal:
+        return ""
+    name = getattr(factory, "func", factory).__name__
+    why = "the mixer causal, as the network builds it" if named else f"{name} declares causal_only"
+    return f" ({why}: checked under causal masks, with and without padding)"
 
 
 def line(result: Any) -> str:
@@ -112,11 +125,16 @@ def main(cfg: DictConfig) -> Any:
         hydra_cfg = HydraConfig.get()
         check_targets(cfg, list(hydra_cfg.searchpath), list(hydra_cfg.overrides.task))
         passed = report(cfg, say=lambda text: print(text, flush=True))
-    except Exception as err:  # a module that cannot be loaded, or an option the mixer refuses: bad input
-        if not is_bad_input(err) or os.environ.get("HYDRA_FULL_ERROR") == "1":
+    except Exception as err:  # a module that cannot be loaded, an option the mixer refuses: bad input; a mixer's bug
+        failure: BaseException = err
+        if "torch" in sys.modules:
+            from attnexp.mixers.faults import explain_mixer_failure
+
+            failure = explain_mixer_failure(err)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or not (isinstance(failure, AttnexpError) or is_bad_input(err)):
             raise
-        print(f"attnexp-check: {explain(err)}", file=sys.stderr)
-        raise SystemExit(EXIT_CODES["bad_input"]) from None
+        print(f"attnexp-check: {explain(failure)}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input" if is_bad_input(failure) else "failed"]) from None
     if not passed:
         raise SystemExit(EXIT_CODES["failed"])
 

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnexp.figures.images import SIGNED_COLOURS, weight_scale
+from attnexp.figures.images import SIGNED_COLOURS, weight_scale, wrapped
 
 
 def label(token: str) -> str:
@@ -22,11 +22,13 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     (across), on the scale of the colour bar ([0, 1] unless a weight lies outside it).  # maps[i]: (H, T_i, S_i)"""
     rows, heads = len(maps), maps[0].shape[0]
     width = max(len(s) for s in sources)
+    inches = max(4.0, 1.6 + heads * (0.9 + 0.17 * width))  # the maps, the colour bar and its labels
     fig, axes = plt.subplots(
         rows,
         heads,
-        figsize=(0.6 + heads * (0.9 + 0.17 * width), rows * (0.9 + 0.2 * max(map(len, outputs)))),
+        figsize=(inches, 0.5 + rows * (0.9 + 0.2 * max(map(len, outputs)))),
         squeeze=False,
+        layout="constrained",
     )
     scale = weight_scale(maps)
     for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):
@@ -37,9 +39,9 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
             ax.set_yticks(range(len(output)), [label(t) for t in output], fontsize=7)
             if r == 0:
                 ax.set_title(f"head {h}", fontsize=9)
-    fig.suptitle("cross-attention of the last decoder block: output tokens (down) x source tokens (across)", fontsize=9)
-    fig.tight_layout(rect=(0.0, 0.0, 0.92, 1.0))
-    fig.colorbar(shown, cax=fig.add_axes((0.935, 0.15, 0.012, 0.7)), label="attention weight")
+    title = "cross-attention of the last decoder block: output tokens (down) x source tokens (across)"
+    fig.suptitle(wrapped(title, inches, 9), fontsize=9)
+    fig.colorbar(shown, ax=list(axes.flat), fraction=0.03, pad=0.01, label="attention weight")
     return fig
 
 
@@ -52,7 +54,8 @@ def caption_figure(
     row-major order"""
     n, _, height, width = images.shape
     columns = 1 + (max(len(o) for o in outputs) if maps is not None else 0)
-    fig, axes = plt.subplots(n, columns, figsize=(columns * 0.9 * width / height + 0.5, n * 1.3), squeeze=False)
+    inches = columns * 0.9 * width / height + 0.5
+    fig, axes = plt.subplots(n, columns, figsize=(inches, n * 1.3 + 0.3), squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
     for r, (image, output, ok) in enumerate(zip(images, outputs, right)):
@@ -60,7 +63,8 @@ def caption_figure(
         gray = (gray - gray.min()) / (gray.max() - gray.min()).clamp_min(1e-6)
         axes[r, 0].imshow(gray, cmap="gray")
         words = [t for t in output if not t.startswith("[")]
-        axes[r, 0].set_title(" ".join(words) or "(empty)", fontsize=8, color="black" if ok else "red")
+        caption = wrapped(" ".join(words) or "(empty)", 0.9 * width / height, 8)
+        axes[r, 0].set_title(caption, fontsize=8, color="black" if ok else "red")
         if maps is None:
             continue
         m = maps[r]
@@ -72,10 +76,10 @@ def caption_figure(
             shown, style = overlay(h)
             axes[r, c].imshow(shown, alpha=0.55, **style)
             axes[r, c].set_title(token, fontsize=7)
-    fig.suptitle(
-        "predicted caption (red: wrong)" + (", and each token's attention over the image" if maps is not None else ""),
-        fontsize=9,
+    title = "predicted caption (red: wrong)" + (
+        ", and each token's attention over the image" if maps is not None else ""
     )
+    fig.suptitle(wrapped(title, inches, 9), fontsize=9)
     fig.tight_layout()
     return fig
 

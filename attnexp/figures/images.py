@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import matplotlib
@@ -12,6 +13,14 @@ from torch import Tensor
 
 WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so mixers compare
 SIGNED_COLOURS = "RdBu_r"  # diverging: blue below 0, white at 0, red above
+MASKED_COLOUR = "0.6"  # a cell its mask hides: a grey no weight scale gives to a weight of 0
+BAR_ROOM = 1.2  # inches right of the maps: the colour bar, its tick labels (a signed scale's "-0.05") and its label
+
+
+def wrapped(text: str, inches: float, size: float) -> str:
+    """``text`` broken into lines that fit ``inches`` at font ``size`` (a character about 0.6 of the size wide), so
+    that a title stays inside its figure."""
+    return textwrap.fill(text, width=max(12, int(inches * 72 / (0.6 * size))))
 
 
 def weight_scale(maps: list[Tensor]) -> dict:
@@ -44,12 +53,12 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
         cells += [(r, c, data[r].float(), title, scale, {}) for c, (title, data) in enumerate(panels, start=1)]
     fig = panel_figure(cells, len(images), 1 + len(panels), (1.5, 1.7), axis_labels=("query patch", "key patch"))
     width, height = fig.get_size_inches()
-    fig.set_size_inches(width + 1.0, height)  # room on the right for the colour bar and its labels
+    fig.set_size_inches(width + BAR_ROOM, height)  # room on the right for the colour bar and its labels
     grid = fig.axes[0]
     box = grid.get_position()
-    grid.set_position((0.0, box.y0, width / (width + 1.0), box.height))
+    grid.set_position((0.0, box.y0, width / (width + BAR_ROOM), box.height))
     bar = fig.add_axes(
-        ((width + 0.15) / (width + 1.0), box.y0 + 0.1 * box.height, 0.15 / (width + 1.0), 0.8 * box.height)
+        ((width + 0.15) / (width + BAR_ROOM), box.y0 + 0.1 * box.height, 0.15 / (width + BAR_ROOM), 0.8 * box.height)
     )
     fig.colorbar(grid.images[1], cax=bar, label="attention weight")
     return fig

@@ -6,13 +6,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 from torch import Tensor
 
-from attnexp.figures.images import WEIGHT_SCALE, weight_scale
+from attnexp.figures.images import MASKED_COLOUR, WEIGHT_SCALE, weight_scale
 
 
-def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.Figure:
-    """One heatmap per layer and head, queries down and keys across, tokens on both axes.
+def token_attention_figure(tokens: list[str], maps: list[Tensor | None], masked: Tensor | None = None) -> plt.Figure:
+    """One heatmap per layer and head, queries down and keys across, tokens on both axes; ``masked`` (L, L), True
+    where a query may not see a key (a causal layer's later tokens), draws those cells in grey, apart from weights of
+    0. The colour bar's labels and every title lie inside the figure (constrained layout).
 
     SE gates (L, C) are drawn with tokens down and channels across; all on one scale, [0, 1] unless a weight lies
     outside it.
@@ -22,19 +25,25 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None]) -> plt.
     panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
     panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
     scale = weight_scale([data for _, data, _ in panels]) if panels else WEIGHT_SCALE
+    colours = plt.get_cmap(str(scale["cmap"])).with_extremes(bad=MASKED_COLOUR)
     side = 1.2 + 0.28 * len(tokens)
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(side * max(1, len(panels)), side), squeeze=False)
+    fig, axes = plt.subplots(
+        1, max(1, len(panels)), figsize=(side * max(1, len(panels)) + 1.0, side), squeeze=False, layout="constrained"
+    )
     for ax, (title, data, square) in zip(axes.flat, panels):
-        shown = ax.imshow(data.float(), aspect="auto", interpolation="nearest", **scale)
+        values = np.asarray(data.float())
+        if square and masked is not None:
+            values = np.ma.masked_array(values, np.asarray(masked[: len(values), : values.shape[1]]))
+        shown = ax.imshow(values, aspect="auto", interpolation="nearest", **{**scale, "cmap": colours})
         ax.set_title(title, fontsize=9)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
         ax.set_ylabel("query" if square else "token", fontsize=8)
         if square:
             ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)
         ax.set_xlabel("key" if square else "channel", fontsize=8)
-    fig.tight_layout()
     if panels:
-        fig.colorbar(shown, ax=list(axes.flat), fraction=0.03, pad=0.01, label="weight (attention) or gate")
+        label = "weight (attention) or gate" + ("; grey: masked" if masked is not None else "")
+        fig.colorbar(shown, ax=list(axes.flat), fraction=0.03, pad=0.01, label=label)
     return fig
 
 

@@ -13,9 +13,10 @@ What a mixer says about itself, read by the telemetry, the figures, the HParams 
 (``attnexp-check``): ``request`` (the requests it received), ``heads`` (how many heads it computes; none without
 the attribute), ``weight_kind`` (what its weights are: :data:`WEIGHT_KINDS`, read by :func:`weight_kind`) and
 ``permutation_equivariant`` (permuting the tokens of a non-causal self-attention permutes its output alike: no
-positions inside the mixer). A mixer built outside this package need not subclass :class:`TokenMixer`: the
-networks build every mixer through :func:`build_mixer`, which records the requests on it and refuses an output
-that is not shaped as its input (:class:`~attnexp.errors.MixerError`).
+positions inside the mixer) and ``causal_only`` (it attends causally only: :func:`make_mixer` refuses to build it
+non-causal, and the conformance kit checks it under causal masks). A mixer built outside this package need not
+subclass :class:`TokenMixer`: the networks build every mixer through :func:`build_mixer`, which records the requests
+on it and refuses an output that is not shaped as its input (:class:`~attnexp.errors.MixerError`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class TokenMixer(nn.Module):
 
     weight_kind = NON_NEGATIVE  # softmax attention says DISTRIBUTIONS, a difference of maps SIGNED
     permutation_equivariant = False  # True: a non-causal self-attention commutes with permuting its tokens
+    causal_only = False  # True: defined for causal attention only (stick-breaking, forget gates): never non-causal
 
     def __init__(
         self,
@@ -66,6 +68,8 @@ class TokenMixer(nn.Module):
         shared_over_channels: bool = False,
     ) -> None:
         super().__init__()
+        if self.causal_only and not causal:
+            raise not_causal(type(self).__name__)
         self.request = MixerRequest(dim, num_tokens, causal, out_proj, heads, shared_over_channels)
 
     def forward(
@@ -88,14 +92,32 @@ def make_mixer(factory: Callable[..., nn.Module], **request: Any) -> nn.Module:
     """The mixer ``factory`` builds for ``request``, unguarded (the conformance kit measures what it returns). A mixer
     of another package that does not keep its requests gets them as ``request`` (its own ``model`` options included),
     so the telemetry and the HParams record find and describe it as they do a built-in one; a ``weight_kind`` that is
-    none of :data:`WEIGHT_KINDS` is refused here, before any training."""
+    none of :data:`WEIGHT_KINDS` is refused here, before any training, and so is a mixer that declares ``causal_only``
+    asked to be built non-causal."""
+    asked = {**getattr(factory, "keywords", {}), **request}
+    if declares_causal_only(factory) and not asked.get("causal"):
+        raise not_causal(getattr(getattr(factory, "func", factory), "__name__", str(factory)))
     mixer = factory(**request)
     if not isinstance(getattr(mixer, "request", None), MixerRequest):
-        asked = {**getattr(factory, "keywords", {}), **request}
         kept = MixerRequest(**{k: asked[k] for k in MixerRequest._fields if k in asked})
         mixer.request = kept  # type: ignore[assignment]
     weight_kind(mixer)
     return mixer
+
+
+def declares_causal_only(factory: object) -> bool:
+    """Whether the mixer a factory (a class, or a partial of one) builds, or a mixer, says ``causal_only = True``."""
+    return bool(getattr(getattr(factory, "func", factory), "causal_only", False))
+
+
+def not_causal(name: str) -> AttnexpError:
+    """The refusal of a causal-only mixer asked to be built non-causal (bad input: the network or model.causal)."""
+    return AttnexpError(
+        f"{name} attends causally only (it declares causal_only = True): it cannot be built non-causal. A network "
+        "asks for that as a bidirectional encoder, as cross-attention, or with model.causal=false where it leaves "
+        "causality to the mixer: train it in the language model (data=corpus, data=text, data=mqar: every mixer "
+        "causal), or set model.causal=true."
+    )
 
 
 def weight_kind(mixer: nn.Module) -> str:
@@ -118,17 +140,18 @@ def weight_kind(mixer: nn.Module) -> str:
     return kind
 
 
-def where_defined(mixer: nn.Module, method: str = "forward") -> str:
-    """``Class.method (file:line)`` of a mixer's method, for messages that point at the mixer's code."""
-    function = getattr(type(mixer), method, None)
+def where_defined(mixer: nn.Module, method: str | None = "forward") -> str:
+    """``Class.method (file:line)`` of a mixer's method (``Class (file:line)`` for None: its class), for messages that
+    point at the mixer's code."""
+    target = type(mixer) if method is None else getattr(type(mixer), method, None)
+    name = type(mixer).__name__ + ("" if method is None else f".{method}")
     try:
-        source, line = inspect.getsourcefile(function), inspect.getsourcelines(function)[1]  # type: ignore[arg-type]
+        source, line = inspect.getsourcefile(target), inspect.getsourcelines(target)[1]  # type: ignore[arg-type]
     except (TypeError, OSError):
         source = None
     if source is None:
-        return f"{type(mixer).__name__}.{method}"
-    file = Path(source)
-    return f"{type(mixer).__name__}.{method} ({shown(file)}:{line})"
+        return name
+    return f"{name} ({shown(Path(source))}:{line})"
 
 
 def shown(path: Path) -> str:
@@ -154,6 +177,17 @@ def refuse_misshapen_output(mixer: nn.Module, args: tuple, kwargs: dict, result:
             f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)} for tokens of shape "
             f"{tuple(x.shape)}: a mixer returns (batch, tokens, width) = {tuple(x.shape)}, the shape of "
             "the tokens it mixes."
+        )
+
+
+def expect_shape(mixer: nn.Module, method: str, what: str, value: Any, shape: tuple[int, ...], names: str) -> None:
+    """Stop with a :class:`~attnexp.errors.MixerError` that names ``mixer``'s ``method`` (file:line) when what it
+    returned, ``what``, is not a tensor of ``shape`` (its axes called ``names``, e.g. ``(B, H, Lq, Lk)``): a broken
+    shape is reported at the user's method, not as a reshape error inside attnexp."""
+    got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+    if got != tuple(shape):
+        raise MixerError(
+            f"{where_defined(mixer, method)} returned {what} of shape {got}: expected {names} = {tuple(shape)}."
         )
 
 

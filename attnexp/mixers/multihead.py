@@ -5,7 +5,10 @@ A mixer subclasses :class:`MultiHeadAttention`, says how a query scores a key (:
 the explicit path), may replace the softmax by another normaliser (:meth:`~MultiHeadAttention.normalise`, saying
 what its weights are: ``weight_kind``) and may offer fused paths that give the same numbers faster
 (:meth:`~MultiHeadAttention.fused`); a mechanism that is no score and normaliser overrides
-:meth:`~MultiHeadAttention.attend` instead.
+:meth:`~MultiHeadAttention.attend` instead. A mechanism that needs the tokens themselves (a gate computed from each
+token's input) overrides :meth:`~MultiHeadAttention.tokens`: what it returns reaches ``attend``, ``score`` and
+``fused`` of the same call as their keyword ``tokens``. What each returns is held to its shape, so a broken one is
+named with its file and line (:func:`~attnexp.mixers.contract.expect_shape`).
 ``model.path`` picks one: ``auto`` (the mixer's fastest that applies), ``explicit`` (the formula through
 autograd: what the weights figures and telemetry use), or a fused path by name. Masks are boolean and broadcast
 to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments are the mixer contract's
@@ -22,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, divisors
-from attnexp.mixers.contract import DISTRIBUTIONS, TokenMixer, check_inputs
+from attnexp.mixers.contract import DISTRIBUTIONS, TokenMixer, check_inputs, expect_shape
 from attnexp.rules import check
 
 EXPLICIT = "explicit"
@@ -126,17 +129,31 @@ class MultiHeadAttention(TokenMixer):
         """Attend from ``x`` (B, Lq, C) to ``context`` (B, Lk, C); return (out, weights (B, H, Lq, Lk) or None)."""
         context = x if context is None else context
         check_inputs(x, context, mask, self.heads)
+        gates = self.tokens(x, context)
+        passed = {} if gates is None else {"tokens": gates}  # only to a mixer whose tokens() gives something
         q, k, v = (self._split(p(t)) for p, t in ((self.q_proj, x), (self.k_proj, context), (self.v_proj, context)))
-        out, weights = self.attend(q, k, v, mask, need_weights)  # (B, H, Lq, D)
-        out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.dim)  # (B, Lq, C)
+        out, weights = self.attend(q, k, v, mask, need_weights, **passed)  # (B, H, Lq, D)
+        b, lq, lk = x.shape[0], x.shape[1], context.shape[1]
+        expect_shape(self, "attend", "an output", out, (b, self.heads, lq, self.head_dim), "(B, H, Lq, D)")
+        if weights is not None:
+            expect_shape(self, "attend", "weights", weights, (b, self.heads, lq, lk), "(B, H, Lq, Lk)")
+        out = out.transpose(1, 2).reshape(b, lq, self.dim)  # (B, Lq, C)
         return self.out_proj(out), weights
+
+    def tokens(self, x: Tensor, context: Tensor) -> Any:
+        """The hook for a mechanism that needs the tokens themselves, before the projections: ``x`` (B, Lq, C) and
+        ``context`` (B, Lk, C; ``x`` in self-attention). What it returns (a forget gate per token and head, say) is
+        passed on to this call's :meth:`attend`, and from there to :meth:`score` and :meth:`fused`, as their keyword
+        ``tokens``; nothing is kept between calls. None here: the other methods are called as they are written."""
+        return None
 
     def _split(self, t: Tensor) -> Tensor:
         b, length, _ = t.shape
         return t.view(b, length, self.heads, self.head_dim).transpose(1, 2)  # (B, H, L, D)
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
-        """Attention logits before masking and the normaliser.  # (B, H, Lq, Lk)"""
+        """Attention logits before masking and the normaliser (a mixer whose :meth:`tokens` gives something takes it
+        as the keyword ``tokens``).  # (B, H, Lq, Lk)"""
         raise NotImplementedError
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -177,18 +194,26 @@ class MultiHeadAttention(TokenMixer):
         return self.auto_path(device, self.head_dim) if self.path == "auto" else self.path
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool, **tokens: Any
     ) -> tuple[Tensor, Tensor | None]:
-        """normalise(score) @ v on the path :meth:`path_for` picks.  # (B, H, Lq, D)"""
+        """normalise(score) @ v on the path :meth:`path_for` picks; ``tokens``: what :meth:`tokens` gave, if anything,
+        passed on to :meth:`score` or :meth:`fused`.  # (B, H, Lq, D)"""
         path = self.path_for(q.device, need_weights)
         if path != EXPLICIT:
-            return self.fused(q, k, v, mask, path), None
+            return self.fused(q, k, v, mask, path, **tokens), None
         dropout = self.dropout if self.training else 0.0
-        scores = self.hook_scores(self.score(q.float(), k.float()))  # (B, H, Lq, Lk)
-        out, weights = attention(scores, v, self.full_mask(mask, q, k), dropout, self.normalise)
+        scores = self.score(q.float(), k.float(), **tokens)
+        expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)")
+        out, weights = attention(self.hook_scores(scores), v, self.full_mask(mask, q, k), dropout, self.normalised)
         return out, weights if need_weights else None
+
+    def normalised(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        """:meth:`normalise`, its weights held to the scores' shape.  # (B, H, Lq, Lk)"""
+        weights = self.normalise(scores, mask)
+        expect_shape(self, "normalise", "weights", weights, tuple(scores.shape), "(B, H, Lq, Lk)")
+        return weights
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         """The fused path ``path``: the explicit path's numbers up to rounding, without the weights. ``mask`` is the
-        caller's; the causal mask is the mixer's to add.  # (B, H, Lq, D)"""
+        caller's; the causal mask is the mixer's to add (``tokens`` as for :meth:`score`).  # (B, H, Lq, D)"""
         raise NotImplementedError

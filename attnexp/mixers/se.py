@@ -18,10 +18,11 @@ class SqueezeExcitation(TokenMixer):
     """Squeeze-and-excitation channel attention over a token sequence.
 
     Squeeze: mean over tokens (a running mean over the prefix when ``causal``,
-    so no token sees later ones). Excite: a bottleneck MLP of ``dim // reduction``
-    units, but at least :data:`MIN_SE_UNITS` (or ``dim`` when narrower), then a
-    sigmoid gate. The gates rescale every token's channels and are returned as the
-    "attention weights": (B, C), or (B, L, C) when causal.
+    so no token sees later ones; over the prefix's visible tokens under a padding mask).
+    Excite: a bottleneck MLP of ``dim // reduction`` units, but at least
+    :data:`MIN_SE_UNITS` (or ``dim`` when narrower), then a sigmoid gate. The gates
+    rescale every token's channels and are returned as the "attention weights": (B, C),
+    or (B, L, C) when causal.
 
     With a ``context`` (the cross-attention of an encoder-decoder) the mean is taken over the context's
     tokens, so every token of ``x`` gets the same gates: se cannot choose a position of the context. A
@@ -42,8 +43,8 @@ class SqueezeExcitation(TokenMixer):
     ) -> tuple[Tensor, Tensor | None]:
         check_inputs(x, x if context is None else context, mask)
         if self.causal and context is None:
-            counts = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)
-            squeezed = x.cumsum(dim=1) / counts  # (B, L, C)
+            keep = visible(x, mask)  # (B, L, 1)
+            squeezed = (x * keep).cumsum(dim=1) / keep.cumsum(dim=1).clamp_min(1.0)  # (B, L, C)
             gates = self.excite(squeezed)  # (B, L, C)
             out = x * gates
         else:
@@ -57,5 +58,13 @@ def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
     (B, H, Lq, L)), or over all of them.  # (B, C)"""
     if mask is None:
         return x.mean(dim=1)
-    keep = mask.reshape(mask.shape[0], -1, mask.shape[-1]).any(1).unsqueeze(-1).to(x.dtype)  # (B, L, 1)
+    keep = visible(x, mask)
     return (x * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+
+
+def visible(x: Tensor, mask: Tensor | None) -> Tensor:
+    """1 for each token of ``x`` (B, L, C) some query may attend to under ``mask``, 0 for a hidden one (padding);
+    all ones without a mask.  # (B, L, 1)"""
+    if mask is None:
+        return torch.ones(*x.shape[:2], 1, device=x.device, dtype=x.dtype)
+    return mask.reshape(mask.shape[0], -1, mask.shape[-1]).any(1).unsqueeze(-1).to(x.dtype)

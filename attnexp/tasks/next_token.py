@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
 from attnexp.rules import check
@@ -49,5 +50,6 @@ class NextToken(Task):
         if any(m is not None for m in maps):
             labels = [repr(t)[1:-1] for t in tokens]
             maps = [m[0].cpu() if m is not None else None for m in maps]
-            figures["figures/attention"] = token_attention_figure(labels, maps)
+            later = torch.ones(len(labels), len(labels), dtype=torch.bool).triu(1)  # the language model is causal
+            figures["figures/attention"] = token_attention_figure(labels, maps, masked=later)
         return figures

@@ -60,4 +60,5 @@ class LinearAttention(MultiHeadAttention):
         else:
             num = fq @ (fk.transpose(-2, -1) @ vf)  # (B, H, Lq, D)
             den = fq @ fk.sum(-2).unsqueeze(-1)  # (B, H, Lq, 1)
-        return (num / den.clamp_min(torch.finfo(den.dtype).tiny)).to(v.dtype)  # a row with no key: 0 / tiny = 0
+        safe = torch.where(den > 0, den, torch.ones_like(den))  # a row with no key: 0 / 1, finite gradients too
+        return (num / safe).to(v.dtype)

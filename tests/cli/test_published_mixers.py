@@ -39,7 +39,16 @@ def folder(tmp_path) -> Path:
     """The example folder copied where a user would keep it, with the tests' broken mixers beside it."""
     shutil.copytree(PUBLISHED, tmp_path / "mine")
     shutil.copy(REPO / "tests" / "broken_mixers.py", tmp_path / "mine" / "broken_mixers.py")
-    for name in ("Transposes", "FailsInTraining", "DropsALastToken", "NoWeights"):
+    for name in (
+        "Transposes",
+        "FailsInTraining",
+        "DropsALastToken",
+        "NoWeights",
+        "CausalOnly",
+        "BuiltWithABug",
+        "AttendDropsAToken",
+        "OldFlagSigned",
+    ):
         (tmp_path / "mine" / "configs" / "model" / f"{name.lower()}.yaml").write_text(
             f"_target_: broken_mixers.{name}\n_partial_: true\n"
         )
@@ -77,6 +86,9 @@ def test_each_published_mixer_trains_beside_dot_with_every_callback(folder):
     assert "attn/layer0/entropy" not in read_metrics(runs["diff"]) and "attn/layer0/score_max" in read_metrics(
         runs["gau"]
     )
+    diff = read_metrics(runs["diff"])  # its own attend: no scores, but its weights' NaN count, and the record says so
+    assert "attn/layer0/nonfinite_weights" in diff and diff["telemetry_unmeasured"][0].startswith("DiffAttention: ")
+    assert {read_metrics(run)["causal"] for run in runs.values()} == {False}
 
 
 def test_the_kit_catches_an_output_in_another_layout_at_the_composed_size(folder):
@@ -117,6 +129,9 @@ def test_a_mixer_without_weights_runs_without_attention_telemetry_and_says_so(fo
             "Run failed: the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:",
         ),
         ("dropsalasttoken", "Run failed: DropsALastToken.forward (broken_mixers.py:"),
+        ("builtwithabug", "Run failed: the mixer BuiltWithABug raised ValueError while it was built: invalid literal"),
+        ("attenddropsatoken", "Run failed: AttendDropsAToken.attend (broken_mixers.py:"),
+        ("oldflagsigned", "Run failed: OldFlagSigned (broken_mixers.py:"),
     ],
 )
 def test_a_failure_inside_a_mixer_names_it_and_its_line_with_the_traceback_in_train_log(folder, name, words):
@@ -131,3 +146,67 @@ def test_a_failure_inside_a_mixer_names_it_and_its_line_with_the_traceback_in_tr
         assert re.search(r"returned an output of shape \((\d+), 15, 4\) for tokens of shape \(\1, 16, 4\)", message), (
             message
         )
+
+
+@pytest.mark.parametrize("name", ["stickbreaking", "fox"])
+def test_each_causal_only_example_passes_the_kit_on_the_language_model(folder, name):
+    """Finding: a correct causal-only mixer could not pass the kit, and never got its speed line."""
+    proc = kit(folder, f"model={name}", "data=corpus")
+    out = proc.stdout
+    assert proc.returncode == 0 and "14 checks: all passed" in out, out + proc.stderr[-2000:]
+    first, speed = out.splitlines()[0], out.splitlines()[-1]
+    assert "width 64, 1 head, batch 3, 8 tokens (11 keys for cross-attention), causal" in first, first
+    assert "the network of data=corpus, net=lm (the mixer causal" in first and "with and without padding" in first
+    assert "n/a   token layout" in out and "(causal self-attention)" in out
+    assert speed.startswith("speed at batch 64, 8 tokens, width 64, 1 head, causal") and "x dot's time" in speed
+
+
+def test_the_causal_only_examples_train_beside_dot_and_are_recorded_causal(folder):
+    """Finding: language-model runs were recorded causal: false although they trained causal. A causal-only mixer
+    whose config does not say causal (CausalOnly) passes the kit as the language model builds it."""
+    proc = kit(folder, "model=causalonly", "data=corpus", "--no-speed")
+    assert proc.returncode == 0 and "14 checks: all passed" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    run_cli(
+        folder, "--multirun", "model=dot,stickbreaking,fox,causalonly", "data=corpus", *FAST, "hydra/launcher=basic"
+    )
+    runs = {read_metrics(r)["mixer"]: r for r in run_dirs(folder / "outputs")}
+    assert sorted(runs) == ["causalonly", "dot", "fox", "stickbreaking"]
+    for name, run in runs.items():
+        metrics = read_metrics(run)
+        assert metrics["status"] == "ok" and metrics["causal"] is True, (name, metrics)
+        assert "figures/attention" in read_events(run).images
+    assert read_metrics(runs["dot"])["config"]["model"]["causal"] is False  # its config's; the network made it causal
+    assert "attn/layer0/mass" in read_metrics(runs["stickbreaking"])  # non-negative weights: their mass
+    assert "attn/layer0/entropy" in read_metrics(runs["fox"])
+
+
+def test_the_kit_measures_speed_at_the_size_it_checks(folder):
+    """Finding: without a network named the kit checked at width 16 but measured speed at the default network's."""
+    proc = kit(folder, "model=dot")
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and "width 16, the mixer's heads, batch 3, 6 tokens" in lines[0], proc.stdout
+    assert lines[-1].startswith("speed at batch 3, 6 tokens, width 16, 1 head ("), lines[-1]
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["model=dto"], "Did you mean model=dot?"),
+        (["model=dot", "modle.heads=2"], "Did you mean model.heads?"),
+        (["model=dot,", "diff"], "is one list split by a space"),
+    ],
+)
+def test_the_kit_answers_typos_as_attnexp_does(folder, args, words):
+    """Finding: attnexp-check answered a misspelt key or option with Hydra's raw text and exit status 1."""
+    proc = kit(folder, *args)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_the_kit_names_the_mixer_whose_constructor_fails_not_the_network(folder):
+    """Finding: the kit blamed PatchClassifier for an error in the mixer's own constructor, and called a bug in it
+    bad input."""
+    proc = kit(folder, "model=builtwithabug")
+    message = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and "PatchClassifier" not in message, message[-2000:]
+    assert message.startswith("attnexp-check: the mixer BuiltWithABug raised ValueError while it was built: invalid")
+    assert "(at broken_mixers.py:" in message and "in __init__)" in message

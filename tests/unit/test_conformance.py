@@ -7,9 +7,12 @@ from functools import partial
 
 import pytest
 from broken_mixers import (
+    AttendDropsAToken,
     AttendOnly,
+    CausalOnly,
     DeadParameter,
     DropsALastToken,
+    DropsMaskWhenCausal,
     ExplicitPathDetached,
     FusedDisagrees,
     IgnoresHeads,
@@ -20,6 +23,7 @@ from broken_mixers import (
     NaNWeights,
     NegativeCalledNonNegative,
     SigmoidCalledSoftmax,
+    SoftpickCountsPadding,
     Transposes,
     UnsafeExp,
     UnseededNoise,
@@ -28,7 +32,7 @@ from helpers import model_factory, options, published_factory
 
 from attnexp.mixers.conformance import CHECKS, Size, run_checks
 
-PUBLISHED = ["diff", "linear", "gau"]  # examples/published_attention
+PUBLISHED = ["diff", "linear", "gau", "stickbreaking", "fox"]  # examples/published_attention
 
 
 def verdicts(factory) -> dict[str, bool | None]:
@@ -54,8 +58,10 @@ def test_every_published_example_passes_at_two_sizes(name, size):
     results = {r.name: r for r in run_checks(published_factory(name), size=size)}
     failed = [f"{r.name}: {r.measured}" for r in results.values() if r.ok is False]
     assert not failed, failed
-    kind = {"diff": "signed", "linear": "distributions", "gau": "non-negative"}[name]
-    assert results["weights as declared"].measured.startswith(kind) and results["token layout"].ok
+    kind = {"diff": "signed", "linear": "distributions", "gau": "non-negative"}.get(name, "")
+    kind = {"stickbreaking": "non-negative", "fox": "distributions"}.get(name, kind)
+    causal_only = name in ("stickbreaking", "fox")  # checked causal, so the layout of a non-causal call does not apply
+    assert results["weights as declared"].measured.startswith(kind) and results["token layout"].ok is not causal_only
     assert f"({size.batch}, {size.queries}, {size.dim})" in results["shapes"].measured
 
 
@@ -90,6 +96,9 @@ def test_a_signed_mixer_is_checked_as_signed():
         (partial(UnseededNoise), "same seed, same output"),
         (partial(UnsafeExp), "finite in bf16"),
         (partial(IgnoresHeads), "contract options"),
+        (partial(SoftpickCountsPadding), "key padding invisible"),
+        (partial(DropsMaskWhenCausal, causal=True), "key padding invisible"),
+        (partial(AttendDropsAToken), "key padding invisible"),
     ],
     ids=[
         "leaks the future",
@@ -108,6 +117,9 @@ def test_a_signed_mixer_is_checked_as_signed():
         "unseeded noise",
         "exp overflows in bf16",
         "ignores heads",
+        "counts padded keys",
+        "drops the mask when causal",
+        "a broken shape is no refusal of masks",
     ],
 )
 def test_a_broken_mixer_fails_on_the_check_that_names_its_defect(factory, defect):
@@ -182,3 +194,40 @@ def test_a_check_that_raises_fails_pointing_into_the_mixers_code():
         and "test_conformance.py:" in shapes.measured
         and shapes.measured.endswith("in score)")
     )
+
+
+def test_a_causal_only_mixer_passes_checked_under_causal_masks():
+    """Finding: a correct mixer that refuses to be built non-causal failed the token layout check (built
+    non-causal before its permutation_equivariant = False was read). Its declaration makes every check causal;
+    the checks that need a non-causal call say n/a or are checked on the calls it takes."""
+    found = {r.name: r for r in run_checks(partial(CausalOnly))}
+    failed = [f"{r.name}: {r.measured}" for r in found.values() if r.ok is False]
+    assert not failed, failed
+    assert found["token layout"].ok is None and "non-causal refused" in found["token layout"].measured
+    assert "(causal self-attention)" in found["key padding invisible"].measured
+    assert "2 of 4 cases" in found["fused equals explicit"].measured  # causal, with and without padding
+
+
+def test_the_padding_check_counts_the_padded_keys():
+    """Finding: softpick, whose denominator counts every hidden key, passed: the check changed the hidden keys'
+    contents, never their number."""
+    padding = next(r for r in run_checks(partial(SoftpickCountsPadding)) if r.name == "key padding invisible")
+    assert padding.ok is False and "in contents or number" in padding.measured, padding.measured
+
+
+def test_the_padding_check_sees_past_a_causal_mask():
+    """Finding: under a causal mask padding after the tokens is invisible anyway, so a causal mixer that dropped the
+    mask passed; padding before the tokens is what a causal layer's queries could see."""
+    size = Size(causal=True)
+    found = {r.name: r for r in run_checks(partial(DropsMaskWhenCausal), size=size)}
+    assert found["key padding invisible"].ok is False, found["key padding invisible"].measured
+    assert found["no causal leak"].ok and found["batch independence"].ok
+
+
+def test_a_shape_broken_inside_the_mixer_names_the_users_method_not_attnexps_line():
+    """Finding: an attend returning one token too few was named at attnexp/mixers/multihead.py with a raw reshape
+    error."""
+    shapes = next(r for r in run_checks(partial(AttendDropsAToken)) if r.name == "shapes")
+    assert shapes.ok is False and "AttendDropsAToken.attend (" in shapes.measured, shapes.measured
+    assert "broken_mixers.py:" in shapes.measured and "expected (B, H, Lq, D) = (3, 1, 6, 16)" in shapes.measured
+    assert "multihead.py" not in shapes.measured

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import pytest
 import torch
@@ -152,3 +154,56 @@ def test_signed_weights_are_drawn_on_a_diverging_scale_centred_at_zero():
     assert len(overlays) == 2 and {im.get_clim() for im in overlays} == {(-1.0, 1.0)}
     assert min(float(im.get_array().min()) for im in overlays) == pytest.approx(-1.0)  # the largest |weight| at the end
     plt.close(fig)
+
+
+def overflow(fig: plt.Figure) -> float:
+    """How far, in inches, what a figure draws reaches past its frame (0 when everything is inside)."""
+    fig.canvas.draw()
+    drawn = fig.get_tightbbox(fig.canvas.get_renderer())
+    width, height = fig.get_size_inches()
+    return max(0.0, -drawn.x0, -drawn.y0, drawn.x1 - width, drawn.y1 - height)
+
+
+@pytest.mark.parametrize("kind", ["signed", "distributions"])
+def test_every_figure_keeps_its_colour_bar_labels_and_titles_inside_the_frame(kind):
+    """Finding: text attention maps clipped their colour bar's tick labels (a signed map's scale could not be read);
+    titles wider than their figure ran off both sides."""
+    from attnexp.figures.alignment import alignment_figure
+
+    draw = {
+        "signed": lambda *shape: torch.linspace(-0.0812, 0.06, math.prod(shape)).view(*shape),
+        "distributions": lambda *shape: torch.rand(*shape).softmax(-1),
+    }[kind]
+    figures = {
+        "tokens": token_attention_figure(list("abcd"), [draw(2, 4, 4)]),
+        "images": attention_figure(torch.rand(2, 1, 8, 8), [draw(2, 2, 4, 4)]),
+        "alignment": alignment_figure([list("abcdef")], [list("xy")], [draw(1, 2, 6)]),
+        "captions": caption_figure(torch.rand(2, 1, 8, 8), [["a", "b"], ["c"]], [True, False], [draw(1, 2, 16)] * 2),
+    }
+    outside = {name: round(overflow(fig), 3) for name, fig in figures.items()}
+    assert outside == dict.fromkeys(figures, 0.0), outside
+    for fig in figures.values():
+        plt.close(fig)
+
+
+def test_masked_cells_of_a_text_map_are_drawn_apart_from_zero_weights():
+    """Finding: a causal layer's hidden cells and weights of 0 were one colour. The language model's maps show the
+    keys after each query in grey, which no weight scale gives."""
+    from types import SimpleNamespace
+
+    from attnexp.data.vocabulary import Vocabulary
+    from attnexp.tasks import NextToken
+
+    vocab = Vocabulary(["[unk]", "[bos]", "el", "perro", "come", "[eos]"], "word")
+    ids = torch.tensor([1, 2, 3, 4, 5])
+    weights = torch.rand(1, 2, 5, 5).tril()
+    weights[0, 0, 3, :2] = 0.0  # weights of 0 that the mask allows
+    datamodule = SimpleNamespace(vocab=vocab, validation_sample=lambda n: ids)
+    figures = NextToken().figures(lambda x: (torch.randn(1, 5, 6), [weights]), datamodule)
+    shown = figures["figures/attention"].axes[0].images[0]
+    cells = shown.get_array()
+    assert (cells.mask == torch.ones(5, 5, dtype=torch.bool).triu(1).numpy()).all()
+    hidden, zero = shown.cmap(cells)[0, 4], shown.cmap(shown.norm(cells))[3, 0]
+    assert tuple(hidden) != tuple(zero) and tuple(hidden) == to_rgba("0.6")
+    for fig in figures.values():
+        plt.close(fig)

@@ -158,3 +158,98 @@ def test_an_error_inside_a_mixer_is_explained_with_its_class_and_line():
     assert "broken_mixers.py:" in str(explained) and str(explained).endswith("in forward).")
     unrelated = ValueError("not a mixer's")
     assert explain_mixer_failure(unrelated) is unrelated
+
+
+def test_a_causal_only_mixer_is_refused_non_causal_and_built_causal():
+    """One documented attribute, ``causal_only``: the contract refuses the mixer where a network asks for it
+    non-causal (bad input, with the fix), whatever the mixer's own constructor does."""
+    from functools import partial
+
+    from attnexp.mixers import DotAttention
+    from attnexp.mixers.contract import make_mixer
+
+    class Declared(DotAttention):
+        causal_only = True
+
+    with pytest.raises(AttnexpError, match=r"Declared attends causally only .* set model\.causal=true"):
+        make_mixer(partial(Declared), dim=8)
+    assert make_mixer(partial(Declared), dim=8, causal=True).causal
+    assert make_mixer(partial(Declared, causal=True), dim=8).causal  # its config's causal: true
+
+
+def test_the_tokens_hook_hands_a_mixer_its_inputs_and_what_it_returns_reaches_score():
+    """A gate computed from each token's input (the Forgetting Transformer's): what ``tokens`` returns reaches this
+    call's ``score`` (and the fused path), nothing kept on the mixer between calls."""
+    from attnexp.mixers import DotAttention
+
+    seen = []
+
+    class KeyBias(DotAttention):
+        fused_paths = ()
+
+        def tokens(self, x, context):
+            seen.append(x)
+            return context.sum(-1)  # (B, Lk): one bias per key, from its token
+
+        def score(self, q, k, tokens):
+            return super().score(q, k) + tokens[:, None, None, :]
+
+    torch.manual_seed(0)
+    mixer, x = KeyBias(8), torch.randn(2, 5, 8)
+    weights = mixer(x, need_weights=True)[1]
+    assert len(seen) == 1 and seen[0] is x
+    q, k = (mixer._split(p(x)) for p in (mixer.q_proj, mixer.k_proj))
+    expected = (q @ k.transpose(-2, -1) * 8**-0.5 + x.sum(-1)[:, None, None, :]).softmax(-1)
+    torch.testing.assert_close(weights, expected)
+    assert not [name for name, value in vars(mixer).items() if isinstance(value, torch.Tensor)]
+
+
+@pytest.mark.parametrize(
+    "name,method,shape",
+    [
+        ("AttendDropsAToken", "attend", "an output of shape (2, 1, 15, 4): expected (B, H, Lq, D) = (2, 1, 16, 4)"),
+        ("ScoreDropsAKey", "score", "scores of shape (2, 1, 16, 15): expected (B, H, Lq, Lk) = (2, 1, 16, 16)"),
+        ("NormaliseDropsAKey", "normalise", "weights of shape (2, 1, 16, 15): expected (B, H, Lq, Lk)"),
+    ],
+)
+def test_a_broken_shape_is_named_at_the_users_method_and_line(name, method, shape):
+    """Finding: an attend returning one token too few was reported at attnexp/mixers/multihead.py as a raw reshape
+    error; each method a mixer writes is held to its shape where it returns."""
+    from functools import partial
+
+    import broken_mixers
+
+    from attnexp.errors import MixerError
+    from attnexp.networks import PatchClassifier
+
+    net = PatchClassifier(partial(getattr(broken_mixers, name)), image_size=8, channels=1, patch_size=2, num_classes=10)
+    with pytest.raises(MixerError) as raised:
+        net(torch.randn(2, 16, 4), need_weights=True)
+    message = str(raised.value)
+    assert message.startswith(f"{name}.{method} (") and "broken_mixers.py:" in message and shape in message, message
+
+
+def test_an_error_while_a_mixer_is_built_names_it_and_its_line_and_is_no_bad_input():
+    """Finding: a ValueError of a constructor's own code was called bad input (exit 2, its folder and traceback
+    removed), a NameError there named no class, file or line, and the kit blamed the network that built it."""
+    from functools import partial
+
+    from broken_mixers import BuiltWithABug, CausalOnly
+
+    from attnexp.errors import MixerError, is_bad_input
+    from attnexp.mixers.faults import explain_mixer_failure
+    from attnexp.networks import PatchClassifier
+
+    def error(factory):
+        with pytest.raises(Exception) as raised:
+            PatchClassifier(factory, image_size=8, channels=1, patch_size=2, num_classes=10)
+        return explain_mixer_failure(raised.value)
+
+    bug = error(partial(BuiltWithABug))
+    assert isinstance(bug, MixerError) and not is_bad_input(bug)
+    assert str(bug).startswith("the mixer BuiltWithABug raised ValueError while it was built: invalid literal")
+    assert "broken_mixers.py:" in str(bug) and str(bug).endswith("in __init__).") and "PatchClassifier" not in str(bug)
+    misspelt = error(partial(BuiltWithABug, hedas=2))  # an option it does not take: what the user typed
+    assert not isinstance(misspelt, MixerError) and is_bad_input(misspelt)
+    refused = error(partial(CausalOnly))  # a refusal, saying why: bad input
+    assert is_bad_input(refused) and "attends causally only" in str(refused)

@@ -130,3 +130,57 @@ def test_the_telemetry_gets_weights_and_scores_through_the_contract_only(caplog)
         "NoWeights returns no attention weights (forward(..., need_weights=True) gave None): no attention telemetry "
         "and no attention figures for this run."
     ]
+
+
+def test_a_mixer_without_scores_keeps_its_nan_count_and_the_record_says_what_was_not_measured():
+    """Finding: mixers with their own attend silently lost the NaN and score telemetry. The weights' NaN count is
+    every mixer's; the score range of a mixer that offers no scores is named in the run's record as unmeasured."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from broken_mixers import AttendOnly
+
+    from attnexp.callbacks.telemetry import AttentionTelemetry
+    from attnexp.mixers import DotAttention
+
+    record = SimpleNamespace(fields={})
+    module, trainer, logged = module_for(partial(AttendOnly), torch.randn(4, 16, 4))
+    AttentionTelemetry(record=record).on_validation_epoch_end(trainer, module)
+    assert logged["attn/layer0/nonfinite_weights"] == 0.0 and "attn/layer0/score_max" not in logged
+    assert record.fields["telemetry_unmeasured"] == [
+        "AttendOnly: score_min, score_max and nonfinite (its scores; its attend does not pass them through "
+        "self.hook_scores)"
+    ]
+    record = SimpleNamespace(fields={})
+    module, trainer, logged = module_for(partial(DotAttention), torch.randn(4, 16, 4))
+    AttentionTelemetry(record=record).on_validation_epoch_end(trainer, module)
+    assert "attn/layer0/score_max" in logged and "telemetry_unmeasured" not in record.fields
+    weights = torch.full((1, 1, 3, 3), 1 / 3).index_fill(-1, torch.tensor([0]), float("nan"))
+    assert attention_stats(weights, None, causal=True)["nonfinite_weights"] == 3.0  # allowed pairs only
+
+
+def test_a_run_holds_the_weights_of_its_first_batch_to_the_declared_kind():
+    """Finding: the declared kind was never checked in a run; a mixer whose weights are signed but say otherwise
+    (the older flag, distributions = False) trained with telemetry that measured them as non-negative."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from broken_mixers import OldFlagSigned
+
+    from attnexp.callbacks.telemetry import AttentionTelemetry
+    from attnexp.errors import MixerError
+    from attnexp.mixers import DotAttention
+
+    x = torch.randn(4, 16, 4)
+    batch, trainer = (x, torch.zeros(4)), SimpleNamespace(precision="32-true")
+    module, _, _ = module_for(partial(DotAttention), x)
+    AttentionTelemetry().on_train_batch_start(trainer, module, batch, 0)
+    module, _, _ = module_for(partial(OldFlagSigned), x)
+    callback = AttentionTelemetry()
+    with pytest.raises(MixerError) as raised:
+        callback.on_train_batch_start(trainer, module, batch, 0)
+    message = str(raised.value)
+    assert message.startswith("OldFlagSigned (") and "broken_mixers.py:" in message, message
+    assert "says its weights are 'non-negative' (weight_kind), but on the first training batch they hold" in message
+    assert 'negative weights (weights that may be negative say weight_kind = "signed")' in message
+    callback.on_train_batch_start(trainer, module, batch, 1)  # the first batch only

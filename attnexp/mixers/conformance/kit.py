@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
 
-from attnexp.mixers.contract import MixerRequest, make_mixer
+from attnexp.errors import AttnexpError, MixerError
+from attnexp.mixers.contract import MixerRequest, declares_causal_only, make_mixer
 
 TOL = 1e-5  # relative: rounding of one formula computed in another order (another batch size, another kernel)
 FUSED_TOL = 1e-4  # relative: a fused path against the explicit formula
@@ -22,26 +23,28 @@ Outcome = tuple[bool | None, str]  # passed (None: does not apply), and what was
 @dataclass(frozen=True)
 class Size:
     """What the kit checks at: ``batch`` samples of ``queries`` tokens of width ``dim`` (self-attention), ``keys``
-    context tokens for cross-attention (a number other than ``queries``, so a mix-up of the two shows), and ``heads``
-    (None: the mixer's own ``model.heads``). The default is small; :meth:`of` takes a network's."""
+    context tokens for cross-attention (a number other than ``queries``, so a mix-up of the two shows), ``heads``
+    (None: the mixer's own ``model.heads``) and ``causal``, what every mixer is asked to be unless a check asks
+    otherwise (None: the mixer's own setting). The default is small; :meth:`of` takes a network's."""
 
     batch: int = 3
     queries: int = 6
     keys: int = 9
     dim: int = 16
     heads: int | None = None
+    causal: bool | None = None
 
     @classmethod
     def of(cls, request: MixerRequest, batch: int = 3) -> Size:
-        """The size a network asks its mixer for: its width, heads and number of tokens (the default's when not
-        fixed)."""
+        """The size a network asks its mixer for: its width, heads, number of tokens (the default's when not fixed)
+        and causality."""
         queries = request.num_tokens or cls.queries
-        return cls(batch, queries, queries + 3, request.dim, request.heads)
+        return cls(batch, queries, queries + 3, request.dim, request.heads, request.causal)
 
     def describe(self) -> str:
         heads = f"{self.heads} head{'s' * (self.heads != 1)}" if self.heads else "the mixer's heads"
         tokens = f"{self.queries} tokens ({self.keys} keys for cross-attention)"
-        return f"width {self.dim}, {heads}, batch {self.batch}, {tokens}"
+        return f"width {self.dim}, {heads}, batch {self.batch}, {tokens}" + (", causal" if self.causal else "")
 
 
 @dataclass
@@ -57,7 +60,11 @@ class Kit:
     """The mixer's factory, the size and the random inputs every check uses."""
 
     def __init__(self, factory: Factory, seed: int = 0, size: Size | None = None) -> None:
-        self.factory, self.seed, self.size = factory, seed, size or Size()
+        """``size.causal`` None and a mixer that declares ``causal_only``: every build is causal, as it must be."""
+        size = size or Size()
+        if size.causal is None and declares_causal_only(factory):
+            size = replace(size, causal=True)
+        self.factory, self.seed, self.size = factory, seed, size
         self.gen = torch.Generator().manual_seed(seed + 1)
         s = self.size
         self.x = self.noise(s.batch, s.queries, s.dim)  # (B, Lq, C)
@@ -70,21 +77,34 @@ class Kit:
         torch.manual_seed(self.seed)
         s = self.size
         base = {"dim": s.dim, "num_tokens": s.queries, **({"heads": s.heads} if s.heads else {})}
+        if s.causal is not None:
+            base["causal"] = s.causal
         return make_mixer(self.factory, **{**base, **request}).eval()
 
     def noise(self, *shape: int) -> Tensor:
         return torch.randn(*shape, generator=self.gen)
 
-    def padding_mask(self, keys: int) -> Tensor:
-        """Sample b hides its last b + 1 keys (at most all but one).  # (B, 1, 1, Lk)"""
-        hidden = (1 + torch.arange(self.size.batch)).clamp_max(keys - 1)
-        return (torch.arange(keys) < keys - hidden[:, None]).view(self.size.batch, 1, 1, keys)
+    def padding_mask(self, keys: int, front: bool = False) -> Tensor:
+        """Sample b hides its last b + 1 keys (at most all but one); ``front``: its first ones, the padding a causal
+        layer's queries can see past.  # (B, 1, 1, Lk)"""
+        hidden = (1 + torch.arange(self.size.batch)).clamp_max(keys - 1)[:, None]
+        shown = torch.arange(keys) >= hidden if front else torch.arange(keys) < keys - hidden
+        return shown.view(self.size.batch, 1, 1, keys)
 
     def sees_nothing(self, keys: int) -> Tensor:
         """Every query of sample 0 sees no key; the other samples see them all.  # (B, 1, 1, Lk)"""
         mask = torch.ones(self.size.batch, 1, 1, keys, dtype=torch.bool)
         mask[0] = False
         return mask
+
+
+def allowed(mixer: nn.Module, mask: Tensor) -> Tensor:
+    """The pairs ``mixer`` may weigh under ``mask``: the mask, and the causal mask when the mixer was built causal.
+    # (B, 1, Lq, Lk)"""
+    request = getattr(mixer, "request", None)
+    if not getattr(request, "causal", False):
+        return mask
+    return mask & torch.ones(mask.shape[-1], mask.shape[-1], dtype=torch.bool).tril()
 
 
 def relative(a: Tensor, b: Tensor) -> float:
@@ -98,6 +118,14 @@ def relative(a: Tensor, b: Tensor) -> float:
     if not torch.isfinite(diff).all():
         return math.inf
     return float(diff.max()) / (1.0 + float(b.abs().max()))
+
+
+def refusal(err: AttnexpError) -> AttnexpError:
+    """``err`` when it is a mixer's refusal (of a request, of masks); a :class:`MixerError` (a broken contract: a
+    shape of another size, weights that are not what they are said to be) is raised on: it fails the check."""
+    if isinstance(err, MixerError):
+        raise err
+    return err
 
 
 def short(err: BaseException) -> str:

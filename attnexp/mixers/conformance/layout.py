@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, relative, short
+from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, refusal, relative, short
 
 
 def shapes(kit: Kit) -> Outcome:
@@ -24,12 +24,14 @@ def shapes(kit: Kit) -> Outcome:
         )
         measured += f" and at {s.queries + 1} tokens"
     except AttnexpError as err:
+        refusal(err)
         measured += f"; {s.queries + 1} tokens refused: {short(err)}"
     try:
         cross = kit.build(num_tokens=s.keys, causal=False)
         wrong += call_shapes(cross, "cross", kit.x, kit.context, s.keys)
         measured += f", cross-attention from {s.keys} keys"
     except AttnexpError as err:
+        refusal(err)
         measured += f"; cross-attention refused: {short(err)}"
     if wrong:
         return False, f"{type(mixer).__name__} returned " + "; ".join(wrong)
@@ -63,8 +65,13 @@ def call_shapes(mixer: nn.Module, label: str, x: Tensor, context: Tensor | None,
 def token_layout(kit: Kit) -> Outcome:
     """For a mixer that declares ``permutation_equivariant`` (no positions inside it): permuting the tokens of a
     non-causal self-attention permutes its output the same way, so an output returned in another layout (tokens and
-    width swapped where they are equal in number) shows."""
-    mixer = kit.build(causal=False)
+    width swapped where they are equal in number) shows. A mixer that refuses to be built non-causal (causal only)
+    does not take part."""
+    try:
+        mixer = kit.build(causal=False)
+    except AttnexpError as err:
+        refusal(err)
+        return None, f"non-causal refused: {short(err)}"
     if not getattr(mixer, "permutation_equivariant", False):
         return None, f"{type(mixer).__name__} does not declare permutation_equivariant (a mixer with positions inside)"
     order = torch.randperm(kit.size.queries, generator=kit.gen)

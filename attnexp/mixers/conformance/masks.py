@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, relative, short
+from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, refusal, relative, short
 from attnexp.mixers.contract import DISTRIBUTIONS, weight_kind
 
 MOVED = 8  # the causal check changes the tokens from at most this many positions on, spread over the length
@@ -16,6 +16,7 @@ def causal_leak(kit: Kit) -> Outcome:
     try:
         mixer = kit.build(causal=True)
     except AttnexpError as err:
+        refusal(err)
         return True, f"causal refused: {short(err)}"
     s, worst, leaks = kit.size, 0.0, []
     starts = sorted(
@@ -35,41 +36,87 @@ def causal_leak(kit: Kit) -> Outcome:
 
 
 def padding_invisible(kit: Kit) -> Outcome:
-    """Changing the keys a padding mask hides moves no output of a query that may see them (self- and
-    cross-attention)."""
-    s, mask = kit.size, kit.padding_mask(kit.size.queries)
-    try:
-        mixer = kit.build()
-        mixer(kit.x, mask=mask)
-    except AttnexpError as err:
-        return True, f"masks refused: {short(err)}"
+    """Keys a padding mask hides move no output of a query that may not see them, whatever those keys hold and
+    however many there are (:data:`PADDED` more): in self-attention (padding after the tokens), in causal
+    self-attention, a decoder's (padding before them, where later queries could see it) and in cross-attention. A
+    mixer that refuses masks, or one of these requests, is checked on the others."""
+    cases = {"self": hidden_in_self, "causal self": hidden_in_causal_self, "cross": hidden_in_cross}
+    worst, checked, refused = 0.0, [], []
+    for label, case in cases.items():
+        try:
+            worst = max(worst, case(kit))
+            checked.append(label)
+        except AttnexpError as err:
+            refusal(err)
+            refused.append(f"{label}: {short(err)}")
+    if not checked:
+        return True, f"masks refused: {refused[0].partition(': ')[2]}"
+    measured = f"largest change when hidden keys change in contents or number ({', '.join(checked)}-attention)"
+    return worst <= TOL, f"{measured} {worst:.2g}" + (f"; refused: {'; '.join(refused)}" if refused else "")
+
+
+PADDED = (1, 3)  # how many more hidden keys the padding check adds
+
+
+def hidden_in_self(kit: Kit) -> float:
+    return hidden_in_tokens(kit, causal=False)
+
+
+def hidden_in_causal_self(kit: Kit) -> float:
+    return hidden_in_tokens(kit, causal=True)
+
+
+def hidden_in_tokens(kit: Kit, causal: bool) -> float:
+    """The largest change of a visible token's output when the tokens its mask hides change, and when more hidden
+    tokens join (after the tokens; before them when causal, so that every later query could see them)."""
+    s = kit.size
+    mixer, mask = kit.build(causal=causal), kit.padding_mask(s.queries, front=causal)
     hidden = ~mask.view(s.batch, s.queries, 1)
-    changed = torch.where(hidden, kit.noise(s.batch, s.queries, s.dim), kit.x)
     visible = ~hidden.expand_as(kit.x)
-    worst = max(
-        relative(
-            mixer(changed, mask=mask, need_weights=w)[0][visible], mixer(kit.x, mask=mask, need_weights=w)[0][visible]
-        )
-        for w in (False, True)
-    )
-    measured = "self"
-    try:
-        cross, mask = kit.build(num_tokens=s.keys, causal=False), kit.padding_mask(s.keys)
-        context = torch.where(~mask.view(s.batch, s.keys, 1), kit.noise(s.batch, s.keys, s.dim), kit.context)
-        worst = max(
-            worst,
-            *(
-                relative(
-                    cross(kit.x, context=context, mask=mask, need_weights=w)[0],
-                    cross(kit.x, context=kit.context, mask=mask, need_weights=w)[0],
-                )
-                for w in (False, True)
-            ),
-        )
-        measured += " and cross"
-    except AttnexpError:
-        pass
-    return worst <= TOL, f"largest change when hidden keys change ({measured}-attention) {worst:.2g}"
+    changed = torch.where(hidden, kit.noise(*kit.x.shape), kit.x)
+    padded = []  # (mixer, tokens, mask, rows) with n more hidden tokens
+    for n in PADDED:
+        longer = kit.build(causal=causal, num_tokens=s.queries + n)
+        extra, none = kit.noise(s.batch, n, s.dim), torch.zeros(s.batch, 1, 1, n, dtype=torch.bool)
+        parts, masks = ((extra, kit.x), (none, mask)) if causal else ((kit.x, extra), (mask, none))
+        rows = slice(n, None) if causal else slice(None, s.queries)
+        if same_parameters(mixer, longer):  # else the length decides the parameters: nothing to compare
+            padded.append((longer, torch.cat(parts, 1), torch.cat(masks, -1), rows))
+    worst = 0.0
+    for w in (False, True):
+        out = mixer(kit.x, mask=mask, need_weights=w)[0][visible]
+        worst = max(worst, relative(mixer(changed, mask=mask, need_weights=w)[0][visible], out))
+        for longer, tokens, hides, rows in padded:
+            worst = max(worst, relative(longer(tokens, mask=hides, need_weights=w)[0][:, rows][visible], out))
+    return worst
+
+
+def hidden_in_cross(kit: Kit) -> float:
+    """The largest change of an output when the context tokens its mask hides change, and when more hidden ones are
+    appended."""
+    s = kit.size
+    cross, mask = kit.build(num_tokens=s.keys, causal=False), kit.padding_mask(s.keys)
+    context = torch.where(~mask.view(s.batch, s.keys, 1), kit.noise(s.batch, s.keys, s.dim), kit.context)
+    padded = []
+    for n in PADDED:
+        longer = kit.build(num_tokens=s.keys + n, causal=False)
+        more = torch.cat([kit.context, kit.noise(s.batch, n, s.dim)], 1)
+        masks = torch.cat([mask, torch.zeros(s.batch, 1, 1, n, dtype=torch.bool)], -1)
+        if same_parameters(cross, longer):
+            padded.append((longer, more, masks))
+    worst = 0.0
+    for w in (False, True):
+        out = cross(kit.x, context=kit.context, mask=mask, need_weights=w)[0]
+        worst = max(worst, relative(cross(kit.x, context=context, mask=mask, need_weights=w)[0], out))
+        for longer, more, masks in padded:
+            worst = max(worst, relative(longer(kit.x, context=more, mask=masks, need_weights=w)[0], out))
+    return worst
+
+
+def same_parameters(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    """Whether two mixers hold parameters of the same names and shapes (built after one seed: the same values)."""
+    shapes = [{name: p.shape for name, p in m.state_dict().items()} for m in (a, b)]
+    return shapes[0] == shapes[1]
 
 
 def fully_masked_rows(kit: Kit) -> Outcome:
@@ -80,6 +127,7 @@ def fully_masked_rows(kit: Kit) -> Outcome:
         mixer = kit.build(out_proj=False)
         outs = [mixer(kit.x, mask=mask, need_weights=w) for w in (False, True)]
     except AttnexpError as err:
+        refusal(err)
         return True, f"masks or out_proj=False refused: {short(err)}"
     nonfinite = sum(int((~torch.isfinite(o)).sum()) for o, _ in outs)
     if nonfinite:

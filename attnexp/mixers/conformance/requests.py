@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.conformance.kit import Kit, Outcome
+from attnexp.mixers.conformance.kit import Kit, Outcome, refusal
 
 
 def mismatched_shapes(kit: Kit) -> Outcome:
@@ -51,7 +51,8 @@ def contract_options(kit: Kit) -> Outcome:
         label = f"{key}={value}"
         try:
             mixer = kit.build(**{key: value})
-        except AttnexpError:
+        except AttnexpError as err:
+            refusal(err)
             refused.append(label)
             continue
         out, weights = mixer(kit.x, need_weights=True)
@@ -63,8 +64,10 @@ def contract_options(kit: Kit) -> Outcome:
     try:
         kit.build(hedas=2)
         wrong.append("a misspelt option (hedas=2) ignored")
-    except (TypeError, AttnexpError):
+    except TypeError:
         pass
+    except AttnexpError as err:
+        refusal(err)
     measured = (
         f"{len(honoured)} honoured"
         + (f", refused: {', '.join(refused)}" if refused else "")
