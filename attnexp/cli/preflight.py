@@ -148,7 +148,8 @@ def leaves(node: Any, where: str) -> list[tuple[str, Any]]:
     for key in node:  # a key may be an int (``+data.w={0:1.0}``): looked up as it is, named as a string
         if not OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]
             value = node[key]
-            found += leaves(value, f"{where}.{key}") if isinstance(value, DictConfig) else [(f"{where}.{key}", value)]
+            name = f"{where}.{key!s}"
+            found += leaves(value, name) if isinstance(value, DictConfig) else [(name, value)]
     return found
 
 
