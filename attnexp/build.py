@@ -45,7 +45,9 @@ def check(cfg: DictConfig) -> Any:
         optimizer(cfg.module.optimizer, [torch.nn.Parameter(torch.zeros(1))])
         return net
     except Exception as err:
-        if is_bad_input(err):
+        from attnexp.mixers.faults import explain_mixer_failure
+
+        if is_bad_input(explain_mixer_failure(err)):
             raise root_cause(err) from None
         return None
 
