@@ -101,3 +101,17 @@ def optimizer(node: DictConfig, params: list[Any]) -> Any:
             f"{' '.join(f'~module.optimizer.{k}' for k in unknown)}, or choose an optimizer that takes it."
         )
     return instantiate(node)(params)
+
+
+def parameter_count(cfg: DictConfig) -> int | None:
+    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be
+    built."""
+    try:
+        import torch
+        from hydra.utils import instantiate
+
+        with torch.device("meta"):
+            net = network(cfg.net, instantiate(cfg.data).spec)
+        return sum(p.numel() for p in net.parameters())
+    except Exception:
+        return None

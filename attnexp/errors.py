@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+from omegaconf import DictConfig, OmegaConf
+
 # Exit statuses of the ``attnexp`` command.
 EXIT_CODES = {"bad_input": 2, "failed": 1, "diverged": 3, "interrupted": 130}
 
@@ -49,3 +53,46 @@ def explain(err: BaseException) -> str:
     if isinstance(cause, AttnexpError):
         return text
     return f"{type(cause).__name__}: {text}"
+
+
+def is_out_of_memory(cause: BaseException) -> bool:
+    """A failed allocation: Python's MemoryError, torch's CUDA or MPS out of memory, or its CPU allocator's refusal."""
+    text = str(cause).lower()
+    return (
+        isinstance(cause, MemoryError)
+        or type(cause).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
+
+
+def out_of_memory(cfg: DictConfig, cause: BaseException, params: int | None) -> OutOfMemory:
+    """The paragraph for an allocation that failed: the model's size, the batch, the device, and what to lower."""
+    text = " ".join(str(cause).split())
+    device = (
+        "the GPU" if "cuda" in text.lower() or type(cause).__name__ == "OutOfMemoryError" else "the CPU (main memory)"
+    )
+    asked = re.search(r"allocate (\d+) bytes", text) or re.search(r"[Tt]ried to allocate ([\d.]+ [KMGT]iB)", text)
+    size = "" if asked is None else f" {int(asked[1]) / 2**30:.2f} GiB" if asked[1].isdigit() else f" {asked[1]}"
+    model = (
+        (
+            f"{params:,} parameters ({params * 4 / 2**30:.2f} GiB as float32; training with Adam keeps about 4 times "
+            "that)"
+        )
+        if params
+        else "a size that could not be counted"
+    )
+    batch = OmegaConf.select(cfg, "data.batch_size", default="?")
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    keys = [
+        f"{k}={OmegaConf.select(cfg, k)}"
+        for k in ("net.dim", "net.depth", "model.heads")
+        if OmegaConf.select(cfg, k, default=None) is not None
+    ]
+    return OutOfMemory(
+        f"Out of memory on {device}: an allocation of{size or ' memory'} failed. The model has {model} and trains on "
+        f"batches of {batch}{f' on each of {devices} devices' if devices not in (1, '1', 'auto') else ''}"
+        f"{' (' + ', '.join(keys) + ')' if keys else ''}. Lower data.batch_size (data.eval_batch_size for validation "
+        "and test), net.dim or net.depth; trainer.precision=bf16-mixed halves the activations; a sweep on one machine "
+        "can run fewer jobs at once (hydra.launcher.n_jobs=1)."
+    )

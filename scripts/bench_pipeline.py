@@ -47,7 +47,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from attnexp.build import network as build_net
-from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+from attnexp.hardware import plain_cuda_check_without_driver
 from attnexp.cli.train import CONFIG_DIR, train
 from attnexp.data import patchify
 from attnexp.module import TaskModule

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from attnexp.runs.identity import SCHEMA, digest, key
+from attnexp.identity import SCHEMA, digest, key
 
 CONFIG: dict[str, Any] = {
     "seed": 0,

@@ -44,12 +44,10 @@ def read_checkpoint(path: str | Path, what: str = "") -> dict[str, Any]:
 
 def damage(err: BaseException, path: Path) -> str:
     """What is wrong with a file torch cannot load, without torch's advice to load it unsafely."""
-    size = path.stat().st_size
-    if isinstance(err, (OSError, EOFError)) or "zip archive" in str(err) or "central directory" in str(err):
-        what = "it ends early (cut short by a full disk, a crash while saving, or an unfinished copy)"
-    else:
-        what = "its contents are not a checkpoint's (written by another program, or overwritten)"
-    return f"{what}; {size:,} bytes ({type(err).__name__})."
+    short = isinstance(err, (OSError, EOFError)) or "zip archive" in str(err) or "central directory" in str(err)
+    what = "it ends early (cut short by a full disk, a crash while saving, or an unfinished copy)" if short else ""
+    what = what or "its contents are not a checkpoint's (written by another program, or overwritten)"
+    return f"{what}; {path.stat().st_size:,} bytes ({type(err).__name__})."
 
 
 def intact_checkpoints(folder: Path, besides: Path) -> list[Path]:
@@ -69,55 +67,50 @@ def intact_checkpoints(folder: Path, besides: Path) -> list[Path]:
     return found
 
 
+def intact_instead(err: DamagedCheckpoint, path: Path, fall_back: bool, fix: str = "") -> Path:
+    """The run's newest intact checkpoint in place of the damaged ``path`` where ``fall_back``; else ``err`` naming the
+    run's intact checkpoints, or saying there is none (``fix``: what to do then)."""
+    intact = intact_checkpoints(path.parent, besides=path)
+    if fall_back and intact:
+        return intact[0]
+    named = f"Intact checkpoints of that run: {', '.join(map(str, intact))}" if intact else "No other checkpoint of"
+    raise DamagedCheckpoint(f"{err} {named}{'' if intact else ' that run is intact'}{fix}.") from err
+
+
 def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) -> str:
     """``path`` if it loads and fits ``model``. Resuming, a damaged ``last.ckpt`` gives way to the run's newest intact
-    epoch checkpoint, with a warning (the epochs after that one are trained again); else a damaged file is an error
-    that names the run's intact checkpoints."""
+    epoch checkpoint, with a warning (the epochs after it are trained again); else a damaged file is an error."""
     path = Path(path)
     what = f"This run's {path.parent.name}/{path.name}" if resumed else f"ckpt_path={path}"
     try:
         check_checkpoint(path, model, what)
         return str(path)
     except DamagedCheckpoint as err:
-        intact = intact_checkpoints(path.parent, besides=path)
-        if resumed and intact:
-            log.warning(
-                f"{err} Continuing from {intact[0].name} instead, the newest intact checkpoint of the run: "
-                "the epochs after it are trained again (their curves appear twice in TensorBoard)."
-            )
-            check_checkpoint(intact[0], model, f"This run's checkpoints/{intact[0].name}")
-            return str(intact[0])
-        hint = (
-            f" Intact checkpoints of that run: {', '.join(str(p) for p in intact)} (ckpt_path= trains from one)."
-            if intact
-            else " No other checkpoint of that run is intact"
-            + (": run the same command without resume=true to start anew." if resumed else ".")
+        fix = ": run the same command without resume=true to start anew" if resumed else ""
+        intact = intact_instead(err, path, resumed, fix)
+        log.warning(
+            f"{err} Continuing from {intact.name} instead, the newest intact checkpoint of the run: the epochs after "
+            "it are trained again (their curves appear twice in TensorBoard)."
         )
-        raise DamagedCheckpoint(f"{err}{hint}") from err
+        check_checkpoint(intact, model, f"This run's checkpoints/{intact.name}")
+        return str(intact)
 
 
 def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
     """Raise :class:`AttnexpError` if ``path`` (``what``: how the user named it) is missing, unreadable, or made for
     another model."""
-    state = read_checkpoint(path, what)["state_dict"]
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+    state, expected = read_checkpoint(path, what)["state_dict"], model.state_dict()
     shapes = [
-        f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}"
-        for k in expected
-        if k in state and state[k].shape != expected[k].shape
+        f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
     ]
-    if missing or unexpected or shapes:
-        details = "; ".join(
-            f"{label}: {', '.join(items[:4])}{' ...' if len(items) > 4 else ''}"
-            for label, items in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("shape checkpoint vs model", shapes),
-            )
-            if items
-        )
+    found = {"missing": sorted(set(expected) - set(state)), "unexpected": sorted(set(state) - set(expected))}
+    found["shape checkpoint vs model"] = shapes
+    details = "; ".join(
+        f"{k}: {', '.join(items[:4])}{' ...' * (len(items) > 4)}" for k, items in found.items() if items
+    )
+    if details:
         raise AttnexpError(
             f"{what} was written by a different "
             f"mixer or network ({details}). Use the same model, net and "

@@ -12,14 +12,9 @@ from attnexp import stop_request
 
 
 class DeferredInterrupt(pl.Callback):
-    """A stop request (:mod:`attnexp.stop_request`) raises KeyboardInterrupt at the next batch end or epoch end,
-    and Lightning's usual interrupt path follows (``interrupted.ckpt``, status ``interrupted``, exit 130).
-
-    It installs the SIGINT handler while fitting (a second Ctrl-C interrupts at once). Python's default handler raises
-    at whatever line the main thread is on. Inside ``threading.Condition.notify`` (TensorBoard's event queue, written
-    at every epoch end) that leaves a stale waiter, the writer thread misses its wake-up, and closing the logger
-    waited up to its ``flush_secs`` (120 s).
-    """
+    """A stop request (:mod:`attnexp.stop_request`, the SIGINT handler while fitting) raises KeyboardInterrupt at the
+    next batch or epoch end, where Lightning's interrupt path follows; a second Ctrl-C interrupts at once. Python's own
+    handler raises on any line: inside TensorBoard's event queue that left its writer waiting 120 s at close."""
 
     def __init__(self) -> None:
         self.previous: Any = None

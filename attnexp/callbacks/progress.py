@@ -23,12 +23,8 @@ class EpochProgressBar(TQDMProgressBar):
         self.train_progress_bar.set_description(f"Epoch {trainer.current_epoch + 1}{total}")
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
-        shown = {}
-        for key in ("train/loss", pl_module.task.monitor):
-            value = trainer.callback_metrics.get(key)
-            if value is not None:
-                shown[key] = f"{float(value):.{DIGITS}f}"
-        return shown
+        found = {key: trainer.callback_metrics.get(key) for key in ("train/loss", pl_module.task.monitor)}
+        return {key: f"{float(value):.{DIGITS}f}" for key, value in found.items() if value is not None}
 
 
 class EpochLines(pl.Callback):

@@ -23,45 +23,35 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
     data's chance level and evaluated examples, the software and the device."""
     task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
+    params, summary = sum(p.numel() for p in pl_module.parameters()), list(task.summary.items())
     facts: dict[str, Any] = {
-        "params": sum(p.numel() for p in pl_module.parameters()),
+        "params": params,
         "classes": pl_module.net.num_classes,
-        "summary": list(task.summary.items()),
+        "summary": summary,
         "monitor": task.monitor,
-        "mode": task.mode,
     }
-    batch = getattr(datamodule, "batch_size", None)
+    facts["mode"], batch, device = task.mode, getattr(datamodule, "batch_size", None), trainer.strategy.root_device
     if isinstance(batch, int):  # per device; data-parallel devices and accumulated batches make one optimizer step
         facts.update(
             batch_size=batch, effective_batch_size=batch * trainer.world_size * trainer.accumulate_grad_batches
         )
-    device = trainer.strategy.root_device
     paths = sorted({m.path_for(device) for m in pl_module.net.modules() if isinstance(m, MultiHeadAttention)})
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
         facts["path"] = ",".join(paths)
     facts["causal"] = built_causal(pl_module.net)  # as the network built its mixers, whatever model.causal says
     chance = getattr(datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
-    if chance is not None:
-        facts["chance"] = chance
+    facts |= {} if chance is None else {"chance": chance}
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
     facts["scored"] = task.scored(splits)  # per split, the predictions each accuracy counts (tokens, not windows)
-    return {
-        **facts,
-        "software": provenance.software(),
-        "device": provenance.device(device, trainer.num_devices),
-    }
+    return {**facts, "software": provenance.software(), "device": provenance.device(device, trainer.num_devices)}
 
 
 def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: Any) -> str:
     """What is about to train: mixer, data, network, parameters, epochs and the batch of one optimizer step."""
     batch, step = fields.get("batch_size"), fields.get("effective_batch_size")
     per_step = f"batches of {batch}" + (f" per device, {step} per optimizer step" if step not in (None, batch) else "")
-    epochs = (
-        f"{trainer.max_epochs} epochs"
-        if trainer.max_epochs and trainer.max_epochs > 0
-        else f"{trainer.max_steps} steps"
-    )
+    epochs = f"{trainer.max_epochs} epochs" if (trainer.max_epochs or 0) > 0 else f"{trainer.max_steps} steps"
     return (
         f"Training {fields.get('mixer')} on {fields.get('data')}: {type(pl_module.net).__name__}, "
         f"{fields['params']:,} parameters; {epochs}, {per_step}."
@@ -73,23 +63,18 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     ran (no best checkpoint was chosen: the test measures the last weights). With ``error`` saying why."""
     what = "the test measured" if test else "the run holds"
     if trainer.global_step == 0:
+        limit = f"trainer.limit_train_batches={trainer.limit_train_batches}"
         return {
             "status": metrics_file.UNTRAINED,
-            "error": (
-                f"no training batch ran (trainer.limit_train_batches={trainer.limit_train_batches}), so {what} the "
-                "initial weights."
-            ),
+            "error": f"no training batch ran ({limit}), so {what} the initial weights.",
         }
     if not validated and "monitor_best" not in best_score(trainer):
-        return {
-            "status": metrics_file.UNVALIDATED,
-            "error": (
-                f"no validation ran (trainer.limit_val_batches={trainer.limit_val_batches}, "
-                f"trainer.check_val_every_n_epoch={trainer.check_val_every_n_epoch}, "
-                f"{trainer.current_epoch} epochs), so no "
-                f"best checkpoint was chosen and {what} the last weights."
-            ),
-        }
+        limits = (
+            f"trainer.limit_val_batches={trainer.limit_val_batches}, trainer.check_val_every_n_epoch="
+            f"{trainer.check_val_every_n_epoch}, {trainer.current_epoch} epochs"
+        )
+        error = f"no validation ran ({limits}), so no best checkpoint was chosen and {what} the last weights."
+        return {"status": metrics_file.UNVALIDATED, "error": error}
     return {"status": metrics_file.OK}
 
 
@@ -102,17 +87,11 @@ def best_score(trainer: pl.Trainer) -> dict[str, Any]:
 
 
 class RecordKeeper(pl.Callback):
-    """Keeps the run's record (``metrics.json``) up to date; every run has one (the entrypoint adds it).
-
-    ``status`` is ``running`` while training, ``trained`` after fit, ``ok`` after test (after fit when ``test`` is
-    false: no test follows); ``failed`` or ``diverged`` (with ``error``) or ``interrupted`` (a checkpoint of the last
-    completed step is saved as ``checkpoints/interrupted.ckpt``) if the run stops early. A run that trained no batch
-    ends ``untrained``, one that never validated (so no best checkpoint was chosen) ``unvalidated``, each with
-    ``error`` saying why: never ``ok``. Final metrics appear under their logged names (``test/acc``). The record adds
-    to the settings what ran (:func:`what_ran`), the checkpoint metric after every validation (``monitor_history``,
-    kept in checkpoints so that a resumed run has it whole) and whether the run was still improving when its budget
-    ended (:mod:`attnexp.resolution`). ``announce``: log what is about to train (a single run's console).
-    """
+    """Keeps every run's record up to date: its status as it goes (``running``, ``trained``, ``ok``; ``untrained``
+    or ``unvalidated`` with ``error``; ``failed``, ``diverged`` or ``interrupted`` with ``interrupted.ckpt``), what
+    ran (:func:`what_ran`), the final metrics, the checkpoint metric after each validation (``monitor_history``, kept
+    in checkpoints for a resumed run) and whether the budget ended while still improving. ``announce``: log what is
+    about to train."""
 
     def __init__(self, record: RunRecord, test: bool = True, announce: bool = False) -> None:
         self.record, self.test, self.announce = record, test, announce

@@ -14,7 +14,6 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from attnexp.mixers import is_mixer
 from attnexp.runs.record import RunRecord
 
-# every run's HParams keys, then the keys its command line sets
 CURATED = ("mixer", "seed", "data", "lr", "params", "net", "task", "width", "depth", "heads", "batch_size", "epochs")
 AS_TEXT = ("seed", "width", "depth", "heads", "batch_size", "epochs")  # whole numbers TensorBoard would show as 0.0000
 WHAT_RAN = ("identity", "choices", "command", "software", "device", "config")  # the record's fields in the Text tab
@@ -25,20 +24,12 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
     fields = record.fields
     cfg, choices = OmegaConf.create(fields["config"]), fields["choices"]
     mixers = [m for m in pl_module.net.modules() if is_mixer(m)]  # built-in or not (see attnexp.mixers.contract)
-    values = {
-        "mixer": choices.get("model"),
-        "seed": cfg.get("seed"),
-        "data": choices.get("data"),
-        "lr": OmegaConf.select(cfg, "module.optimizer.lr"),
-        "params": fields.get("params"),
-        "net": choices.get("net"),
-        "task": choices.get("task"),
-        "width": mixers[0].request.dim if mixers else 0,
-        "depth": len(mixers),
-        "heads": getattr(mixers[0], "heads", 0) if mixers else 0,  # 0: the mixer has no heads
-        "batch_size": OmegaConf.select(cfg, "data.batch_size"),
-        "epochs": OmegaConf.select(cfg, "trainer.max_epochs"),
-    }
+    first = mixers[0] if mixers else None
+    values = {"mixer": choices.get("model"), "seed": cfg.get("seed"), "data": choices.get("data")}
+    values |= {"lr": OmegaConf.select(cfg, "module.optimizer.lr"), "params": fields.get("params")}
+    values |= {"net": choices.get("net"), "task": choices.get("task"), "width": first.request.dim if first else 0}
+    values |= {"depth": len(mixers), "heads": getattr(first, "heads", 0)}  # 0: the mixer has no heads
+    values |= {"batch_size": cfg.data.get("batch_size"), "epochs": OmegaConf.select(cfg, "trainer.max_epochs")}
     for override in fields.get("overrides", []):
         key, _, value = str(override).lstrip("+~").partition("=")
         if key not in ("model", "data", "net", "task", "seed"):

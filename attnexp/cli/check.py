@@ -4,16 +4,17 @@ train, at the size of the network the command composes, then a smoke run of that
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Any, cast
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from attnexp.cli import preflight
-from attnexp.cli.targets import check_targets
+from attnexp.cli.smoke import smoke_run
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 
@@ -41,90 +42,17 @@ def composed_mixer(cfg: DictConfig) -> Any:
     return found
 
 
-def report(cfg: DictConfig, say: Any = print) -> bool:
-    """The kit's lines for the mixer ``cfg.model`` builds, each passed to ``say`` as it is measured; whether every
-    check passed."""
-    import warnings
-
-    import torch
-    from hydra.utils import instantiate
-
-    from attnexp.cli.smoke import smoke_run
-    from attnexp.mixers import MixerRequest
-    from attnexp.mixers.conformance import Kit, Size, run_checks
-    from attnexp.mixers.conformance.speed import compare_with_dot, machine
-
-    warnings.filterwarnings("ignore", category=UserWarning)  # a library's warning on the way: the lines say what ran
-    choices = HydraConfig.get().runtime.choices
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensors: one thread is fastest and leaves the other cores alone
-    request = composed_mixer(cfg).request
-    named = network_named(list(HydraConfig.get().overrides.task))
-    factory = instantiate(cfg.model)
-    kit = Kit(factory, cfg.seed, Size.of(request) if named else None)  # a causal-only mixer's checks: causal
-    size, checked = kit.size, cast(MixerRequest, kit.build().request)  # the size checked, the checks' requests
-    network = (
-        f"the network of {', '.join(f'{g}={choices.get(g)}' for g in ('data', 'net'))}"
-        if named
-        else "the kit's small default"
-    )
-    say(
-        f"attnexp-check model={choices.get('model')} ({cfg.model._target_}): {size.describe()}, seed {cfg.seed}, CPU; "
-        f"{network}{causal_note(size, named, factory)}"
-    )
-    results = []
-    for result in run_checks(factory, seed=cfg.seed, size=size):
-        results.append(result)
-        say(line(result))
-    results.append(smoke_run(cfg))
-    say(line(results[-1]))
-    failed = [r.name for r in results if r.ok is False]
-    say(
-        f"{len(results)} checks: {len(failed)} failed ({', '.join(failed)})"
-        if failed
-        else f"{len(results)} checks: all passed or do not apply"
-    )
-    if cfg.speed and not failed:
-        torch.set_num_threads(int(cfg.get("threads") or threads))
-        device = torch.device(
-            "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator in ("auto", "gpu", "cuda") else "cpu"
-        )
-        batch = int(OmegaConf.select(cfg, "data.batch_size", default=None) or 32) if named else size.batch
-        where = (
-            f"speed at batch {batch}, {checked.num_tokens} tokens, width {checked.dim}, {checked.heads} "
-            f"head{'s' * (checked.heads != 1)}{', causal' * checked.causal}"
-        )
-        try:
-            speed = compare_with_dot(factory, checked, batch, device=device, seed=cfg.seed)
-        except Exception as err:  # dot cannot be built at this size, or memory runs out: the checks stand
-            say(f"{where}: not measured ({explain(err)})")
-        else:
-            say(f"{where} (forward and backward, the path a run trains with): {speed.describe()}; {machine(device)}")
-    return not failed
-
-
-def causal_note(size: Any, named: bool, factory: Any) -> str:
-    """What the first line says of causality: checked causal as the network builds its mixers, or as the mixer
-    declares itself."""
-    if not size.causal:
-        return ""
-    name = getattr(factory, "func", factory).__name__
-    why = "the mixer causal, as the network builds it" if named else f"{name} declares causal_only"
-    return f" ({why}: checked under causal masks, with and without padding)"
-
-
-def line(result: Any) -> str:
-    mark = {True: "PASS", False: "FAIL", None: "n/a "}[result.ok]
-    return f"{mark}  {result.name:<25}  {result.measured}"
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="check")
 def main(cfg: DictConfig) -> Any:
     """The Hydra app behind ``attnexp-check`` (:func:`cli`)."""
     try:
+        from attnexp.mixers.conformance.report import report
+
         hydra_cfg = HydraConfig.get()
-        check_targets(cfg, list(hydra_cfg.searchpath), list(hydra_cfg.overrides.task))
-        passed = report(cfg, say=lambda text: print(text, flush=True))
+        named = network_named(list(hydra_cfg.overrides.task))
+        network = composed_mixer(cfg).request if named else None
+        smoke = functools.partial(smoke_run, cfg)
+        passed = report(cfg, hydra_cfg.runtime.choices, network, smoke, say=lambda text: print(text, flush=True))
     except Exception as err:  # a module that cannot be loaded, an option the mixer refuses: bad input; a mixer's bug
         failure: BaseException = err
         if "torch" in sys.modules:

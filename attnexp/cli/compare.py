@@ -21,10 +21,8 @@ summary.md, summary.csv, runs.csv, summary.tex and plots; one table per task and
 input, or that trained or validated nothing, are left out with a note; runs that did not finish are listed with their
 status."""
 EXAMPLES = """examples:
-  attnexp-compare outputs/multirun/2026-01-01/12-00-00                 a sweep again
   attnexp-compare outputs/multirun/<date>/<a> outputs/multirun/<date>/<b> --out cmp   two sweeps together
-  attnexp-compare outputs/runs/2026-01-01 --baseline model=euclid      single runs of a day
-  attnexp-compare outputs/multirun/<date>/<time> --columns attn/layer0/entropy
+  attnexp-compare outputs/runs --baseline model=euclid --columns attn/layer0/entropy  every single run
   attnexp-compare <dot's sweep> <euclid's sweep> --ignore trainer.max_epochs   runs whose epochs were matched per seed
 
 exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, nothing comparable
@@ -34,44 +32,19 @@ holding other files."""
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``attnexp-compare FOLDER...``: the comparison of every run under the folders, printed and written as files."""
-    parser = argparse.ArgumentParser(
-        prog="attnexp-compare",
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser("attnexp-compare", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=raw)
     parser.add_argument("folders", nargs="+", help="run folders or sweep folders (searched recursively)")
     parser.add_argument("--out", help="where to write the summary (default: ./comparison/<date>_<time>)")
+    parser.add_argument("--baseline", help="the configuration compared with (default: model=dot, else the first)")
     parser.add_argument(
-        "--baseline",
-        help="the configuration others are compared with, e.g. model=dot "
-        "(default: model=dot when present, else the first)",
+        "--tune", nargs="*", default=list(DEFAULT_TUNE), help=f"keys tuned per configuration: {DEFAULT_TUNE}"
     )
-    parser.add_argument(
-        "--tune",
-        nargs="*",
-        default=list(DEFAULT_TUNE),
-        help="keys tuned per configuration (default: module.optimizer.lr)",
-    )
-    parser.add_argument(
-        "--columns", nargs="*", default=[], help="more metrics.json keys to compare, e.g. attn/layer0/entropy"
-    )
-    parser.add_argument(
-        "--margin",
-        nargs="*",
-        default=[],
-        metavar="METRIC=VALUE",
-        help="differences within ±VALUE of METRIC count as equivalent, e.g. test/acc=0.005 (default: one "
-        "standard error of an accuracy on the predictions it scores; 1%% of the baseline for losses)",
-    )
-    parser.add_argument(
-        "--ignore",
-        nargs="*",
-        default=[],
-        metavar="KEY",
-        help="overrides that name no configuration: runs differing only in them are seeds of one "
-        "(e.g. trainer.max_epochs where each seed's budget was matched to the other mixer's)",
-    )
+    parser.add_argument("--columns", nargs="*", default=[], help="more metrics.json keys to compare")
+    margin_help = "±VALUE of METRIC counts as equivalent (default: an accuracy's standard error; 1%% of a loss)"
+    parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE", help=margin_help)
+    ignore_help = "overrides that name no configuration (e.g. trainer.max_epochs matched per seed)"
+    parser.add_argument("--ignore", nargs="*", default=[], metavar="KEY", help=ignore_help)
     args = parser.parse_args(argv)
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:

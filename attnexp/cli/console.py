@@ -1,8 +1,5 @@
-"""What a run prints. A single run's console (stderr): its folder at the start, a line per epoch, the test result,
-where its files are, warnings and errors. Lightning's INFO lines (devices, the model summary, restored checkpoints) and
-library deprecation warnings go to the run's train.log only. In a sweep each
-job's Lightning messages, warnings and epoch lines go to its train.log only, and the job prints one result line. Log
-lines never break a progress bar (tqdm's ``logging_redirect_tqdm``)."""
+"""What a run prints: a single run's console (stderr) gets its folder, a line per epoch, the result, warnings, errors;
+Lightning's INFO lines and deprecation warnings go to train.log only, as do a sweep job's (which prints one line)."""
 
 from __future__ import annotations
 
@@ -58,20 +55,13 @@ def bar_safe() -> contextlib.AbstractContextManager[None]:
 
 
 def configure(multirun: bool) -> None:
-    """Warnings as log records (``logging.captureWarnings``), the console filter, and no logging from inside
-    Lightning's SIGTERM handler; in a sweep, Lightning's loggers, warnings and epoch lines go to the job's log file
-    alone."""
+    """Warnings as log records, no logging from inside Lightning's SIGTERM handler; in a sweep, Lightning's loggers,
+    warnings and epoch lines to the job's train.log alone. (The console's filter: configs/hydra/default.yaml.)"""
     logging.captureWarnings(True)
     logging.getLogger(IN_SIGNAL_HANDLER).setLevel(logging.WARNING)
     root = logging.getLogger()
     for name in QUIET_IN_SWEEPS[:3]:  # Lightning gives its loggers a handler of their own if imported before Hydra's
         logging.getLogger(name).handlers, logging.getLogger(name).propagate = [], True
-    if multirun:
-        files = [h for h in root.handlers if isinstance(h, logging.FileHandler)]  # Hydra's train.log
-        for name in QUIET_IN_SWEEPS:
-            logger = logging.getLogger(name)
-            logger.handlers, logger.propagate = list(files), False
-        return
-    for handler in root.handlers:
-        if type(handler) is logging.StreamHandler and not any(isinstance(f, ConsoleFilter) for f in handler.filters):
-            handler.addFilter(ConsoleFilter())
+    files = [h for h in root.handlers if isinstance(h, logging.FileHandler)]  # Hydra's train.log
+    for name in QUIET_IN_SWEEPS if multirun else ():
+        logging.getLogger(name).handlers, logging.getLogger(name).propagate = list(files), False

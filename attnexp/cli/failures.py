@@ -5,15 +5,15 @@ failure's traceback kept in the run's train.log."""
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import traceback
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from attnexp import build
 from attnexp.cli import report
-from attnexp.errors import OutOfMemory, explain, is_bad_input, root_cause
+from attnexp.errors import explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
 from attnexp.runs import metrics_file
 from attnexp.runs.record import RunRecord
 
@@ -41,75 +41,15 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
 
 
 def explained(cfg: DictConfig, err: BaseException) -> BaseException:
-    """``err`` as the user reads it: an allocation that failed explained (:func:`out_of_memory`), an error raised
-    inside a mixer named with its line (:func:`attnexp.mixers.faults.explain_mixer_failure`), any other as it is."""
+    """``err`` as the user reads it: a failed allocation or an error inside a mixer explained, any other as it is."""
     cause = root_cause(err)
     if is_out_of_memory(cause):
-        return out_of_memory(cfg, cause, parameter_count(cfg))
+        return out_of_memory(cfg, cause, build.parameter_count(cfg))
     if "torch" not in sys.modules:  # no mixer has run before torch is imported
         return err
     from attnexp.mixers.faults import explain_mixer_failure
 
     return explain_mixer_failure(err)
-
-
-def parameter_count(cfg: DictConfig) -> int | None:
-    """The network's parameters, counted on PyTorch's meta device (nothing is allocated); None when it cannot be
-    built."""
-    try:
-        import torch
-        from hydra.utils import instantiate
-
-        from attnexp.build import network as build_net
-
-        with torch.device("meta"):
-            net = build_net(cfg.net, instantiate(cfg.data).spec)
-        return sum(p.numel() for p in net.parameters())
-    except Exception:
-        return None
-
-
-def is_out_of_memory(cause: BaseException) -> bool:
-    """A failed allocation: Python's MemoryError, torch's CUDA or MPS out of memory, or its CPU allocator's refusal."""
-    text = str(cause).lower()
-    return (
-        isinstance(cause, MemoryError)
-        or type(cause).__name__ == "OutOfMemoryError"
-        or "out of memory" in text
-        or "can't allocate memory" in text
-    )
-
-
-def out_of_memory(cfg: DictConfig, cause: BaseException, params: int | None) -> OutOfMemory:
-    """The paragraph for an allocation that failed: the model's size, the batch, the device, and what to lower."""
-    text = " ".join(str(cause).split())
-    device = (
-        "the GPU" if "cuda" in text.lower() or type(cause).__name__ == "OutOfMemoryError" else "the CPU (main memory)"
-    )
-    asked = re.search(r"allocate (\d+) bytes", text) or re.search(r"[Tt]ried to allocate ([\d.]+ [KMGT]iB)", text)
-    size = "" if asked is None else f" {int(asked[1]) / 2**30:.2f} GiB" if asked[1].isdigit() else f" {asked[1]}"
-    model = (
-        (
-            f"{params:,} parameters ({params * 4 / 2**30:.2f} GiB as float32; training with Adam keeps about 4 times "
-            "that)"
-        )
-        if params
-        else "a size that could not be counted"
-    )
-    batch = OmegaConf.select(cfg, "data.batch_size", default="?")
-    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
-    keys = [
-        f"{k}={OmegaConf.select(cfg, k)}"
-        for k in ("net.dim", "net.depth", "model.heads")
-        if OmegaConf.select(cfg, k, default=None) is not None
-    ]
-    return OutOfMemory(
-        f"Out of memory on {device}: an allocation of{size or ' memory'} failed. The model has {model} and trains on "
-        f"batches of {batch}{f' on each of {devices} devices' if devices not in (1, '1', 'auto') else ''}"
-        f"{' (' + ', '.join(keys) + ')' if keys else ''}. Lower data.batch_size (data.eval_batch_size for validation "
-        "and test), net.dim or net.depth; trainer.precision=bf16-mixed halves the activations; a sweep on one machine "
-        "can run fewer jobs at once (hydra.launcher.n_jobs=1)."
-    )
 
 
 def log_file() -> Path | None:

@@ -68,23 +68,16 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
 
 
 def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
-    """The checkpoint at ``path``; when it is damaged, with ``fall_back`` (``checkpoint=best``, the default) the run's
-    newest intact one with a warning, else an error naming the intact ones."""
-    from attnexp.callbacks.checkpoints import DamagedCheckpoint, intact_checkpoints, read_checkpoint
+    """The checkpoint at ``path``; a damaged one gives way to the run's newest intact one with ``fall_back``
+    (``checkpoint=best``, the default), with a warning; else it is an error naming the intact ones."""
+    from attnexp.callbacks.checkpoints import DamagedCheckpoint, intact_instead, read_checkpoint
 
     try:
         return read_checkpoint(path)
     except DamagedCheckpoint as err:
-        intact = intact_checkpoints(path.parent, besides=path)
-        if fall_back and intact:
-            print(f"warning: {err} Predicting with {intact[0]} instead.", file=sys.stderr)
-            return read_checkpoint(intact[0])
-        named = (
-            f" Intact: {', '.join(f'checkpoint={p}' for p in intact)}."
-            if intact
-            else " The run has no intact checkpoint."
-        )
-        raise DamagedCheckpoint(f"{err}{named}") from err
+        intact = intact_instead(err, path, fall_back)
+        print(f"warning: {err} Predicting with {intact} instead.", file=sys.stderr)
+        return read_checkpoint(intact)
 
 
 def predict(cfg: DictConfig) -> str:

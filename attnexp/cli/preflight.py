@@ -1,10 +1,8 @@
 """The pre-flight stage: everything on a command line that can be wrong is found before any folder exists and said in
-one paragraph (exit status 2). Each job is composed once (a sweep's every combination; the types of
-:mod:`attnexp.cli.schema` refuse a value of the wrong type; :mod:`attnexp.cli.typos` explains what Hydra cannot
-compose), the values no constructor owns are checked, every class is loaded (:mod:`attnexp.cli.targets`), the objects
-are built as the run will build them (:func:`attnexp.build.check`), and each job's folder is found from its identity
-(:mod:`attnexp.runs.folders`): one still training, or holding an unfinished run without ``resume=true``, is refused.
-An error of the user's own code is no bad input: the run meets it and records it, traceback included."""
+one paragraph (exit status 2): each job composed once (types: :mod:`attnexp.cli.schema`; what Hydra cannot compose:
+:mod:`attnexp.cli.typos`), values no constructor owns checked, classes loaded, objects built as the run will build them
+(:func:`attnexp.build.check`), and each job's folder found from its identity. A bug in the user's own code is no bad
+input: the run meets it and records it."""
 
 from __future__ import annotations
 
@@ -33,6 +31,9 @@ RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
     "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
     "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' or 'value'", "norm"),
     "module.optimizer.lr": Rule(float, lambda v: 0 < v < math.inf, "a finite positive number such as 3e-3", "3e-3"),
+    "module.scheduler.T_max": Rule(
+        int, lambda v: v > 0, "a positive integer: the cosine schedule's epochs (module/scheduler=null: none)", "5"
+    ),
 }
 
 
@@ -117,8 +118,8 @@ def is_sweep(args: Sequence[str], cfg: Any) -> bool:
 
 
 def check_values(cfg: DictConfig) -> None:
-    """The ranges of :data:`RANGES`, our constructors' rules (:data:`attnexp.rules.RULES`, before torch is imported),
-    a budget that ends and a schedule that can run."""
+    """The ranges of :data:`RANGES`, our constructors' rules (:data:`attnexp.rules.RULES`, before torch is imported)
+    and a budget that ends."""
     for key, rule in RANGES.items():
         check_value(key, OmegaConf.select(cfg, key, default=None), rule)
     for group in CONSTRUCTED:
@@ -130,13 +131,6 @@ def check_values(cfg: DictConfig) -> None:
             "trainer.max_epochs=-1 with trainer.max_steps=-1 trains without end: -1 means no limit on epochs when "
             "trainer.max_steps (or trainer.max_time) sets one. E.g. trainer.max_epochs=5, or trainer.max_steps=1000. "
             + NOTHING
-        )
-    t_max = OmegaConf.select(cfg, "module.scheduler.T_max", default=1)
-    if isinstance(t_max, bool) or not isinstance(t_max, int) or t_max <= 0:
-        raise AttnexpError(
-            f"module.scheduler.T_max={t_max} is not allowed: the cosine schedule anneals over T_max epochs "
-            "(trainer.max_epochs unless set), a positive integer. Training by trainer.max_steps, set T_max to the "
-            f"epochs those steps make, or drop the schedule with module/scheduler=null. {NOTHING}"
         )
 
 

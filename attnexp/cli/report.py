@@ -4,6 +4,7 @@ run that stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from pathlib import Path
 from typing import Any
@@ -107,20 +108,15 @@ def finished(folder: Path, found: dict[str, Any]) -> list[str]:
 def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
     """What ``resume=true`` says when the folder of these settings is new: which runs of the same mixer, data and seed
     there are, and what differs (an edited file makes another configuration)."""
-    from attnexp.runs.identity import differing_code
+    from attnexp.identity import differing_code
 
-    here = Path(folder)
-    others = []
+    here, others = Path(folder), []
     for other in sorted(here.parent.parent.glob(f"{here.parent.name.rsplit('_', 1)[0]}_*/{here.name}")):
-        try:
+        with contextlib.suppress(metrics_file.DamagedRecord):
             record = metrics_file.read(other)
-        except metrics_file.DamagedRecord:
-            continue
-        if other == here or not record:
-            continue
-        changed = differing_code(record.get("code") or {}, code)
-        what = f"code: {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''}" if changed else "settings or data"
-        others.append(f"{shown(other)} ({what} differ)")
+            changed = differing_code(record.get("code") or {}, code)
+            what = f"code: {', '.join(changed[:3])}{' ...' * (len(changed) > 3)}" if changed else "settings or data"
+            others += [f"{shown(other)} ({what} differ)"] if other != here and record else []
     found = f" Runs of other versions: {'; '.join(others)}." if others else ""
     return f"Nothing to resume in {shown(folder)}: starting this run fresh.{found}"
 

@@ -1,10 +1,6 @@
-"""Hydra callback for sweeps: job links named by what varies, the comparison at the end, failures in the exit status.
-
-Its jobs write their own run folders (:mod:`attnexp.runs.folders`); the sweep's folder holds Hydra's
-``multirun.yaml``, a link per job named by the overrides that vary (``model=euclid/seed=1``: TensorBoard's run names
-under the sweep folder) and the comparison of its jobs (:mod:`attnexp.comparison`). Ctrl-C, or SIGTERM to the sweep's
-main process, ends the sweep and its jobs: their records are reported ``abandoned`` and ``resume=true`` continues them.
-"""
+"""Hydra callback for sweeps: job links named by what varies (``model=euclid/seed=1``, TensorBoard's run names), the
+comparison of the jobs at the end (:mod:`attnexp.comparison`), failures in the exit status. Ctrl-C or SIGTERM ends the
+sweep and its jobs: their records read ``abandoned`` and ``resume=true`` continues them."""
 
 from __future__ import annotations
 
@@ -56,26 +52,21 @@ class SweepCallback(Callback):
         runs = find_runs([sweep_dir])
         if not runs:
             return
+        unfinished = (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)
         failed = [
-            f"{r.folder} ({r.metrics['status'].replace('_', ' ')})"
-            for r in runs
-            if r.metrics["status"] in (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)
+            f"{r.folder} ({r.metrics['status'].replace('_', ' ')})" for r in runs if r.metrics["status"] in unfinished
         ]
         if any(r.comparable for r in runs):
             options = config.get("compare") or {}
-            settings = (
-                list(options.get("tune") or DEFAULT_TUNE),
-                list(options.get("columns") or []),
-                dict(options.get("margin") or {}),
-            )
+            tune, columns = list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or [])
+            settings = (tune, columns, dict(options.get("margin") or {}))
             try:
                 result = compare(runs, options.get("baseline"), *settings)
             except ValueError as err:  # a baseline that matches no configuration
                 log.error(f"compare: {err} Compared with the default baseline instead.")
                 result = compare(runs, None, *settings)
             write_all(result, sweep_dir)
-            text = markdown(result)
-            write_text_summary(sweep_dir, text)
+            write_text_summary(sweep_dir, text := markdown(result))
             print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
         else:
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))

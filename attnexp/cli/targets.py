@@ -1,11 +1,6 @@
-"""Before any run folder exists (the pre-flight stage): every class a config names can be found, and a mixer runs
-under its own name.
-
-A module that cannot be found (or, for a user's own module, imported) is explained with the folders Python looked
-in and the fix; a ``model._target_`` override, which would record another class under the name of ``model=``'s
-option, is refused with the recipe for a mixer of one's own. Modules of attnexp and the libraries it runs on are
-only looked up, not imported, so a bad value elsewhere is still explained before torch is imported.
-"""
+"""Before any run folder exists: every class a config names can be found (else the folders Python looked in and the
+fix), and a mixer runs under its own name (no ``model._target_`` override). attnexp's modules and its libraries are
+looked up, not imported, so a bad value elsewhere is still explained before torch is imported."""
 
 from __future__ import annotations
 
@@ -99,10 +94,7 @@ def check_targets(cfg: DictConfig, searchpath: list[str], overrides: list[str]) 
                 "call it by that name, and a comparison with dot could compare dot with dot by name. "
                 + RECIPE.format(target=value or "your.module.Class")
             )
-    plain = OmegaConf.to_container(cfg, resolve=False)
-    for where, target in targets(
-        {k: v for k, v in plain.items() if k != "hydra"} if isinstance(plain, dict) else plain
-    ):
-        reason = explain_target(where, target, folders)
+    plain = OmegaConf.to_container(OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]), resolve=False)
+    for reason in (explain_target(where, target, folders) for where, target in targets(plain)):
         if reason:
             raise AttnexpError(reason)

@@ -1,9 +1,5 @@
-"""The ``attnexp`` entrypoint: the pre-flight stage (:mod:`attnexp.cli.preflight`), then Hydra's app: build the
-objects the config names, fit, test, and keep the run's record (``metrics.json``) up to date.
-
-torch, Lightning and the project's modules are imported only once a run is about to be checked or built, so
-``--help`` and ``--cfg job`` answer at once.
-"""
+"""The ``attnexp`` entrypoint: the pre-flight stage (:mod:`attnexp.cli.preflight`), then Hydra's app: build the objects
+the config names, fit, test, and keep the run's record up to date. torch is imported only once a run is checked."""
 
 from __future__ import annotations
 
@@ -21,9 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import build
 from attnexp.build import network as build_net
 from attnexp.cli import console, failures, preflight, report, schema
-from attnexp.cli.cores import cores, sweep_jobs, threads_per_job
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
+from attnexp.hardware import cores, sweep_jobs, threads_per_job
 from attnexp.runs import folders
 from attnexp.runs.record import RunRecord
 
@@ -36,15 +32,14 @@ log = logging.getLogger("attnexp")
 
 
 def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
-    """Run the experiment ``cfg`` describes into its record's folder (by default a new record in
-    ``paths.output_dir``); return the final metrics."""
+    """Run the experiment ``cfg`` into its record's folder (default: ``paths.output_dir``); return the final metrics."""
     import pytorch_lightning as pl
     from hydra.utils import instantiate
 
     from attnexp.callbacks.checkpoints import checkpoint_to_train_from
     from attnexp.callbacks.interrupt import DeferredInterrupt
     from attnexp.callbacks.record import RecordKeeper
-    from attnexp.cli.cuda_check import plain_cuda_check_without_driver
+    from attnexp.hardware import plain_cuda_check_without_driver
     from attnexp.threads import ThreadRule
 
     multirun = report.is_multirun()
@@ -52,7 +47,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
         record = RunRecord.open(cfg.paths.output_dir, cfg, folders.choices_of(HydraConfig.get()), [])
     console.configure(multirun)
     plain_cuda_check_without_driver()
-    threads = ThreadRule(cfg.get("threads"), share=parallel_threads())  # torch's threads (attnexp/threads.py)
+    jobs = joblib_jobs()  # a sweep's jobs at once share the cores
+    threads = ThreadRule(cfg.get("threads"), share=None if jobs is None else threads_per_job(jobs))
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build.prepared_data(cfg)
     net = build_net(cfg.net, datamodule.spec)
@@ -84,10 +80,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """The Hydra app behind ``attnexp`` (:func:`cli`); returns ``optimized_metric`` (default ``val/acc_best``) for
-    Hydra's sweepers. A run already finished in its folder is reported and skipped; a failing run is recorded in its
-    metrics.json and explained in one paragraph, the exit status saying why (``EXIT_CODES``); in a sweep the other
-    jobs still run."""
+    """The Hydra app behind ``attnexp``; returns ``optimized_metric`` for Hydra's sweepers. A finished run is reported
+    and skipped; a failing one recorded and explained, its exit status saying why; in a sweep the other jobs go on."""
     hydra_cfg = HydraConfig.get()
     folder, multirun, metric = Path(hydra_cfg.runtime.output_dir), report.is_multirun(), cfg.get("optimized_metric")
     if multirun:
@@ -138,15 +132,8 @@ def joblib_jobs() -> int | None:
     return n_jobs if n_jobs > 0 else max(1, cores() + 1 + n_jobs)  # joblib's count for -1 (every core), -2, ...
 
 
-def parallel_threads() -> int | None:
-    """In a sweep run by the joblib launcher, each job's share of the cores; else None (torch's default)."""
-    jobs = joblib_jobs()
-    return None if jobs is None else threads_per_job(jobs)
-
-
 def cli() -> None:
-    """Console script ``attnexp``: the pre-flight stage, then :func:`main`. Bad input exits with status 2 before any
-    folder exists; Ctrl-C in a sweep ends its jobs (``resume=true`` continues them), status 130."""
+    """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
     args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
     try:

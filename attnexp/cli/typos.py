@@ -51,8 +51,10 @@ def check_words(args: Sequence[str]) -> None:
             f"write {broken[0]}{','.join(words)}",
         )
     elif broken:
-        what = f"'{broken[0]}' ends with a comma"
-        fix = f"write {broken[0].rstrip(',')}, or list every value: {broken[0]}VALUE"
+        what, fix = (
+            f"'{broken[0]}' ends with a comma",
+            f"write {broken[0].rstrip(',')}, or list every value: {broken[0]}VALUE",
+        )
     elif words:
         listed = ", ".join(repr(w) for w in words)
         what, fix = f"{listed} {'is' if len(words) == 1 else 'are'} not an override (key=value)", "write key=value"
@@ -101,11 +103,9 @@ def near(word: str, choices: Sequence[str]) -> list[str]:
 
 def flat_keys(node: Any, where: str = "") -> Iterator[str]:
     """Every key of a plain config, dotted: ``trainer.max_epochs``."""
-    if isinstance(node, dict):
-        for key, child in node.items():
-            full = f"{where}.{key}" if where else str(key)
-            yield full
-            yield from flat_keys(child, full)
+    for key, child in node.items() if isinstance(node, dict) else ():
+        yield (full := f"{where}.{key}" if where else str(key))
+        yield from flat_keys(child, full)
 
 
 def keyed(override: str) -> str:
@@ -156,8 +156,7 @@ def missing_option(err: Any, job: Sequence[str]) -> str:
     if not group or not options:
         return f"The config cannot be composed: {' '.join(str(err).split())}. {NOTHING}"
     given = next((o for o in job if o.lstrip("+~").startswith(f"{group}=")), f"{group}={option}")
-    close = near(option, options)
-    guess = f" Did you mean {group}={close[0]}?" if close else ""
+    guess = "".join(f" Did you mean {group}={close}?" for close in near(option, options))
     own = "" if group.startswith("hydra") else f" An option of your own is configs/{group}/{option}.yaml here."
     listed = ", ".join(options)
     return f"{given} names no option of the config group {group}: its options are {listed}.{guess}{own} {NOTHING}"

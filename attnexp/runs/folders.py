@@ -1,8 +1,6 @@
-"""Where a run writes: its folder follows from its identity (:mod:`attnexp.runs.identity`) and seed,
-``<log_dir>/runs/<mixer>_<data>_<identity>/seed=<seed>``, so the same settings, code and data find the same folder
-(``resume=true`` continues it, a finished run is reported and skipped) and anything that differs gets its own.
-:func:`run_folder` is the resolver ``attnexp.run_folder`` of ``hydra.run.dir`` and of a sweep job's
-``hydra.sweep.subdir``: Hydra makes the folder; the pre-flight stage asks the same function first."""
+"""Where a run writes: ``<log_dir>/runs/<mixer>_<data>_<identity>/seed=<seed>``, from its identity and seed, so the
+same settings, code and data find the same folder. :func:`run_folder` is the resolver of ``hydra.run.dir`` and of a
+sweep job's ``hydra.sweep.subdir``; the pre-flight stage asks the same function first."""
 
 from __future__ import annotations
 
@@ -13,8 +11,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp import identity
 from attnexp.errors import AttnexpError
-from attnexp.runs import identity, metrics_file
+from attnexp.runs import metrics_file
 from attnexp.settings import config_record
 
 SHOWN = 8  # hex digits of the identity in a folder name

@@ -1,6 +1,6 @@
 """The software and machine a run ran on: attnexp's version (with the git commit HEAD names, from a checkout), torch,
 Lightning and Python, and the device. Which code ran, file by file, is the run's identity
-(:mod:`attnexp.runs.identity`), so a checkout's uncommitted changes are seen there, exactly."""
+(:mod:`attnexp.identity`), so a checkout's uncommitted changes are seen there, exactly."""
 
 from __future__ import annotations
 
@@ -39,13 +39,8 @@ def software() -> dict[str, Any]:
         version = importlib.metadata.version("attnexp")
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return {
-        "attnexp": version,
-        "commit": commit(),
-        "torch": str(torch.__version__),
-        "lightning": str(pytorch_lightning.__version__),
-        "python": platform.python_version(),
-    }
+    versions = {"torch": str(torch.__version__), "lightning": str(pytorch_lightning.__version__)}
+    return {"attnexp": version, "commit": commit(), **versions, "python": platform.python_version()}
 
 
 def processor() -> str:

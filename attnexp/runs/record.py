@@ -1,10 +1,6 @@
-"""A run's record (``metrics.json``, :mod:`attnexp.runs.metrics_file`) and its one writer, :class:`RunRecord`.
-
-The record is self-contained: comparisons, ``resume=true`` and ``attnexp-predict`` read it alone. It opens with what the
-run is (schema, identity, code, data, settings, the command line, when it started and whether it continues an earlier
-start), the training callback (:class:`attnexp.callbacks.record.RecordKeeper`) adds what ran, the metrics and the
-timings as the run goes, and a run that stops says how through the same object. Reads no torch.
-"""
+"""A run's record (``metrics.json``) and its one writer, :class:`RunRecord`: self-contained, so comparisons,
+``resume=true`` and ``attnexp-predict`` read it alone. It opens with what the run is (schema, identity, code, data,
+settings, command line, start, resumes); :class:`attnexp.callbacks.record.RecordKeeper` adds the rest."""
 
 from __future__ import annotations
 
@@ -18,7 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnexp.runs import folders, identity, metrics_file
+from attnexp import identity
+from attnexp.runs import folders, metrics_file
 from attnexp.settings import NOT_METHOD, config_record
 
 
@@ -48,24 +45,10 @@ class RunRecord:
             resumes = [*found.get("resumed", []), {"at": now(), "command": command, "from": None}]
             return cls(folder, {**found, **process, "resumed": resumes}, resumed=True)
         config = config_record(cfg)
-        fields = {
-            "schema": identity.SCHEMA,
-            "mixer": choices.get("model"),
-            "data": choices.get("data"),
-            "net": choices.get("net"),
-            "task": choices.get("task"),
-            "seed": config.get("seed"),
-            **what,
-            "command": command,
-            "overrides": overrides,
-            "started": now(),
-            "resumed": [],
-            "choices": choices,
-            "config": config,
-            "leaves_out": list(NOT_METHOD),
-            **process,
-        }
-        return cls(folder, fields)
+        named = {"mixer": choices.get("model"), **{g: choices.get(g) for g in ("data", "net", "task")}}
+        fields = {"schema": identity.SCHEMA, **named, "seed": config.get("seed"), **what, "command": command}
+        fields |= {"overrides": overrides, "started": now(), "resumed": [], "choices": choices, "config": config}
+        return cls(folder, {**fields, "leaves_out": list(NOT_METHOD), **process})
 
     def write(self, **fields: Any) -> None:
         """Add ``fields`` and write the whole record (atomically); a new status is added to ``history``."""

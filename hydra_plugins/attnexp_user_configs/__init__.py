@@ -4,14 +4,34 @@ the search path of attnexp's commands (:mod:`attnexp.cli.search_path`)."""
 from __future__ import annotations
 
 import logging
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from attnexp.cli.search_path import add_import_folders, config_dir, hidden_options, user_search_path, working_configs
+from attnexp.build import config_dir
+from attnexp.cli.search_path import add_import_folders, working_configs
 
 PROVIDER = "attnexp user configs"
+ENTRY_POINTS = "attnexp.configs"  # the entry-point group of installed config packages
+
+
+def user_search_path() -> list[str]:
+    """The search path entries of the user's configs: the working directory's, then the installed packages'."""
+    local = working_configs()
+    found = [local.as_uri()] if local else []
+    return found + [f"pkg://{ep.value}" for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda ep: ep.name)]
+
+
+def hidden_options(folder: Path) -> list[str]:
+    """The options in a user's ``configs/`` folder that attnexp's own of the same name hide (``model/dot``)."""
+    own = config_dir()
+    return sorted(
+        p.relative_to(folder).with_suffix("").as_posix()
+        for p in folder.rglob("*.yaml")
+        if (own / p.relative_to(folder)).is_file()
+    )
 
 
 class UserConfigs(SearchPathPlugin):

@@ -30,7 +30,7 @@ def test_predict_falls_back_from_a_damaged_best_checkpoint_and_names_what_is_wro
     for choice in ("best", "last"):
         proc = run_predict(run, 'prompt="[bos] el perro"', f"checkpoint={choice}")
         assert proc.returncode == 2, proc.stderr[-2000:]
-        assert "is damaged" in proc.stderr and "The run has no intact checkpoint." in proc.stderr
+        assert "is damaged" in proc.stderr and "No other checkpoint of that run is intact." in proc.stderr
         assert "weights_only" not in proc.stderr and "Traceback" not in proc.stderr
 
 

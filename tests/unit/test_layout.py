@@ -15,6 +15,8 @@ LAYERS = [
         "errors",
         "rules",
         "settings",
+        "identity",
+        "hardware",
         "mixers",
         "networks",
         "data",

@@ -58,7 +58,7 @@ def test_attributes_register_as_on_any_module():
 )
 def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, hip, after):
     """Without a driver, Lightning's NVML-based check would try to load libnvidia-ml at every optimizer step."""
-    from attnexp.cli import cuda_check
+    from attnexp import hardware as cuda_check
 
     monkeypatch.setattr(torch.version, "hip", hip)
     monkeypatch.setattr(cuda_check, "nvidia_driver", lambda: driver)

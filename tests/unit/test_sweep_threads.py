@@ -6,14 +6,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
-from attnexp.cli import cores, train
+from attnexp import hardware
+from attnexp.cli import train
 
 
 @pytest.fixture
 def sweep_with(monkeypatch):
     """Sets Hydra's config of a joblib sweep job with ``n_jobs`` on a machine of 8 cores."""
     monkeypatch.setattr(train, "cores", lambda: 8)
-    monkeypatch.setattr(cores, "cores", lambda: 8)
+    monkeypatch.setattr(hardware, "cores", lambda: 8)
 
     def make(n_jobs: int) -> None:
         overrides = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}", "hydra.mode=MULTIRUN"]
@@ -28,4 +29,4 @@ def sweep_with(monkeypatch):
 def test_each_joblib_job_gets_its_share_of_the_cores(sweep_with, n_jobs, jobs, threads):
     sweep_with(n_jobs)
     assert train.joblib_jobs() == jobs
-    assert train.parallel_threads() == threads  # joblib's -1 runs a job per core: one thread each, not all 8
+    assert hardware.threads_per_job(train.joblib_jobs()) == threads  # joblib's -1 runs a job per core: one thread each, not all 8

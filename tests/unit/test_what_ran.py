@@ -10,12 +10,13 @@ import subprocess
 import pytest
 from helpers import compose_cfg
 
+from attnexp import identity
 from attnexp.cli.preflight import jobs_of
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
 from attnexp.resolution import judge
-from attnexp.runs import identity, provenance
+from attnexp.runs import provenance
 from attnexp.runs.folders import choices_of
 from attnexp.settings import config_record
 
