@@ -23,7 +23,7 @@ DIGITS = 12  # hex digits of an identity and of each file hash
 # config groups whose option names no method: where files go, what is shown, the device, saved combinations (their
 # settings count, not their names)
 NOT_CHOSEN = ("hydra", "logger", "callbacks", "paths", "trainer", "experiment", "hparams_search")
-PACKAGE = Path(__file__).resolve().parents[1]  # attnexp/
+PACKAGE = Path(__file__).resolve().parent  # attnexp/
 
 
 def digest(value: Any) -> str:
