@@ -3,8 +3,10 @@ configs, event files."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -195,7 +197,8 @@ SLOW = [
 
 
 def start(cwd, *overrides, new_session: bool = False):
-    """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it)."""
+    """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it),
+    with Ctrl-C's default action whatever this process inherited (a shell's background job ignores SIGINT)."""
     env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, "-m", "attnexp.cli.train", *overrides],
@@ -205,6 +208,7 @@ def start(cwd, *overrides, new_session: bool = False):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=new_session,
+        preexec_fn=functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -29,4 +29,4 @@ def sweep_with(monkeypatch):
 def test_each_joblib_job_gets_its_share_of_the_cores(sweep_with, n_jobs, jobs, threads):
     sweep_with(n_jobs)
     assert train.joblib_jobs() == jobs
-    assert hardware.threads_per_job(train.joblib_jobs()) == threads  # joblib's -1 runs a job per core: one thread each, not all 8
+    assert hardware.threads_per_job(jobs) == threads  # joblib's -1: a job per core, one thread each, not all 8
