@@ -1,5 +1,5 @@
 """Attention health: what every attention layer does on a fixed validation batch, logged every validation epoch
-(the statistics: :mod:`attnexp.mixers.health`)."""
+(the statistics: :mod:`attnexp.health`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytorch_lightning as pl
 import torch
 
 from attnexp.callbacks.figures import forward_with_weights
+from attnexp.health import CallRecorder, attention_stats, gate_stats
 from attnexp.mixers import is_mixer, weight_kind
 from attnexp.mixers.declared import check_declared_weights, scores_unmeasured
-from attnexp.mixers.health import CallRecorder, attention_stats, gate_stats
 
 
 class AttentionTelemetry(pl.Callback):

@@ -17,6 +17,7 @@ LAYERS = [
         "settings",
         "identity",
         "hardware",
+        "health",
         "mixers",
         "networks",
         "data",

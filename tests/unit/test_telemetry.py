@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from attnexp.health import attention_stats, gate_stats
 from attnexp.mixers import NON_NEGATIVE, SIGNED
-from attnexp.mixers.health import attention_stats, gate_stats
 
 
 def test_uniform_attention_has_full_entropy_and_no_peaks():
