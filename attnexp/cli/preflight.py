@@ -31,8 +31,12 @@ RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
     "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
     "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' or 'value'", "norm"),
     "module.optimizer.lr": Rule(float, lambda v: 0 < v < math.inf, "a finite positive number such as 3e-3", "3e-3"),
-    "module.scheduler.T_max": Rule(
-        int, lambda v: v > 0, "a positive integer: the cosine schedule's epochs (module/scheduler=null: none)", "5"
+    "module.scheduler.T_max": Rule(  # trainer.max_epochs unless set: -1 when training by trainer.max_steps
+        int,
+        lambda v: v > 0,
+        "a positive integer: the epochs the cosine schedule anneals over (training by trainer.max_steps, the epochs "
+        "those steps make; module/scheduler=null drops the schedule)",
+        "5",
     ),
 }
 

@@ -23,12 +23,8 @@ STOPPED = (
     "the same command with resume=true continues them from their last finished epoch and skips the finished ones."
 )
 WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
-LABELS = {
-    metrics_file.BAD_INPUT: "Bad input",
-    metrics_file.FAILED: "Run failed",
-    metrics_file.DIVERGED: "Run diverged",
-    metrics_file.INTERRUPTED: "Run interrupted",
-}
+# "Run failed", "Run diverged", "Run interrupted" (the first three of STOPPED), "Bad input"
+LABELS = {metrics_file.BAD_INPUT: "Bad input"} | {s: f"Run {s}" for s in metrics_file.STOPPED[:3]}
 DIGITS = 4
 
 
