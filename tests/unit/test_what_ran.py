@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import compose_cfg
@@ -142,6 +143,15 @@ def test_the_code_identity_covers_every_file_of_attnexp_and_the_users_modules_wi
     attnexp_changed = identity.code(["my_mixer.Mine"])
     assert len({first["id"], helper_changed["id"], attnexp_changed["id"]}) == 3
     assert identity.differing_code(first, attnexp_changed) == ["attnexp/data/digits.py", "scale_helper.py"]
+
+
+def test_the_code_identity_is_every_source_file_of_the_package_that_runs_and_nothing_beside_it():
+    """The files of the imported attnexp package, named from its folder: not a checkout's tests, docs or scripts."""
+    import attnexp
+
+    package = Path(attnexp.__file__).parent
+    found = {f"attnexp/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
+    assert set(identity.code()["files"]) == found and "attnexp/identity.py" in found
 
 
 def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(tmp_path):
