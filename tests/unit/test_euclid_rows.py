@@ -5,8 +5,11 @@ of the batch holds; a NaN stays in its row)."""
 
 from __future__ import annotations
 
+import runpy
+
 import pytest
 import torch
+from helpers import REPO
 
 from attnexp.mixers.euclid.formula import euclid_score
 from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
@@ -26,24 +29,14 @@ def reference(q, k, v, eps=EPS):
     return (1.0 / (distance * q.shape[-1] ** -0.5 + eps)).softmax(-1) @ v.double()
 
 
-def competing(delta):
-    """Queries 0-3 each with four keys within delta, 1.25, 1.5 and 2 delta; the other keys random."""
-    torch.manual_seed(2)
-    q, k, v = (torch.randn(1, 2, 16, 16) * 2 for _ in range(3))
-    u = torch.nn.functional.normalize(torch.randn(1, 2, 16, 16), dim=-1)
-    for i in range(4):
-        for j, factor in enumerate((1.0, 1.25, 1.5, 2.0)):
-            k[:, :, 4 * i + j] = q[:, :, i] + factor * delta * u[:, :, 4 * i + j]
-    return q, k, v
+# The near-key cases of scripts/euclid_accuracy.py (its table), built once there
+CASES = runpy.run_path(str(REPO / "scripts" / "euclid_accuracy.py"), run_name="imported_by_tests")
+competing = CASES["competing"]
 
 
 def offset(delta):
     """Two keys within delta and 2 delta of each query, every vector moved by 20 along each axis (norms ~80)."""
-    torch.manual_seed(1)
-    q, v = torch.randn(1, 2, 16, 16) * 2, torch.randn(1, 2, 16, 16)
-    u = torch.nn.functional.normalize(torch.randn(1, 2, 16, 16), dim=-1)
-    k = torch.cat([q[:, :, :8] + delta * u[:, :, :8], q[:, :, :8] + 2 * delta * u[:, :, 8:]], dim=2)
-    return q + 20.0, k + 20.0, v
+    return CASES["near_pairs"](delta, 20.0)
 
 
 @pytest.mark.parametrize(
