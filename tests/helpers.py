@@ -238,3 +238,12 @@ def assert_prepare_data_leaves_reading_to_setup(dm, monkeypatch) -> None:
     assert reads == []
     dm.setup()
     assert reads == [True, False]
+
+
+def quiet_trainer(**settings):
+    """A Lightning Trainer on the CPU that writes and prints nothing (no logger, checkpoint, bar, model summary or
+    sanity check) unless ``settings`` say otherwise."""
+    import pytorch_lightning as pl
+
+    quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    return pl.Trainer(**{**quiet, "enable_model_summary": False, "num_sanity_val_steps": 0, **settings})

@@ -10,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from helpers import causal_mixers, model_factory
+from helpers import causal_mixers, model_factory, quiet_trainer
 
 from attnexp.callbacks.telemetry import AttentionTelemetry
 from attnexp.data import CorpusDataModule, DigitsDataModule, RecallDataModule
@@ -45,14 +45,10 @@ def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):
         optimizer=partial(torch.optim.Adam, lr=1e-3, fused=True),
         divergence_check_every=1000,
     )
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(
+        accelerator="auto",
         max_epochs=1,
         callbacks=[Forbid()],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
         default_root_dir=tmp_path,
     )
     trainer.fit(m, datamodule=DigitsDataModule(patch_size=2, val_size=180))
@@ -66,14 +62,8 @@ def test_training_statistics_count_answers_only():
     dm = RecallDataModule(vocab=6, seq_len=8, train_size=64, val_size=16, test_size=16, batch_size=16)
     net = LanguageModel(model_factory("dot", heads=1), **dm.spec, dim=8, depth=1, dropout=0.0)
     module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(
         max_epochs=1,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
         limit_val_batches=0,
     )
     trainer.fit(module, datamodule=dm)
@@ -96,14 +86,8 @@ def test_dot_learns_recall():
     dm = RecallDataModule(vocab=8, seq_len=12, train_size=4000, val_size=200, test_size=200, batch_size=64)
     net = LanguageModel(model_factory("dot", heads=2), **dm.spec, dim=32, depth=2, dropout=0.0)
     module = TaskModule(net, AnswerTokens(), optimizer=lambda params: torch.optim.Adam(params, lr=3e-3))
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(
         max_epochs=8,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule=dm)
     trainer.test(module, datamodule=dm, verbose=False)
@@ -119,15 +103,9 @@ def train_toy(variant: str) -> tuple[LanguageModel, Vocabulary, float]:
     dm = CorpusDataModule(context=8, repeats=20)
     net = LanguageModel(model_factory(variant), **dm.spec)
     module = TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3))
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(
         max_epochs=5,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         limit_val_batches=0,
-        num_sanity_val_steps=0,
     )
     trainer.fit(module, datamodule=dm)
     return net.eval(), dm.vocab, float(trainer.callback_metrics["train/loss"])
@@ -150,14 +128,8 @@ def test_telemetry_is_logged_and_leaves_training_as_it_was():
         net = LanguageModel(
             partial(DotAttention, heads=2), **dm.spec, dim=16, dropout=0.1
         )  # dropout draws random numbers
-        trainer = pl.Trainer(
+        trainer = quiet_trainer(
             max_epochs=2,
-            accelerator="cpu",
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
             callbacks=callbacks,
         )
         trainer.fit(TaskModule(net, NextToken(), optimizer=partial(torch.optim.Adam, lr=3e-3)), datamodule=dm)

@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 import pytorch_lightning as pl
 import torch
+from helpers import quiet_trainer
 
 from attnexp import threads
 from attnexp.data import DigitsDataModule
@@ -39,14 +40,8 @@ def fit(rule: threads.ThreadRule, dropout: float = 0.0) -> tuple[TaskModule, int
     )
     module = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.SGD, lr=0.1))
     seen = ThreadsSeen()
-    trainer = pl.Trainer(
+    trainer = quiet_trainer(
         max_steps=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
         limit_val_batches=0,
         callbacks=[rule, seen],
     )
