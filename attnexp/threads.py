@@ -5,11 +5,15 @@ A second OpenMP thread costs a fork and a join, and a waiting core, in every par
 small model that costs more than it saves, and beside a busy process two threads collapsed (docs/speed.md#threads: the
 MNIST model's epoch took 2.5-4x as long on torch's two threads as on one). The work of a step is counted, not guessed:
 the floating-point operations of one training batch's forward pass, by torch's own ``FlopCounterMode``, on the real
-model and batch before training starts (no weight, random state or batch changes).
+model and batch before training starts (no weight, random state or batch changes). The count runs with gradients on, as
+training does: torch's module tracker, which the counter uses, fails on a parameter's view made without them (a learned
+position table). Should counting fail anyway (a network of one's own), the run trains on torch's default threads and
+train.log says why; metrics.json records the threads a run trained with (``device.threads``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytorch_lightning as pl
@@ -20,6 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 # experiment=nanogpt_char (1.3 GFLOP), not on the MNIST model (0.02 GFLOP); the steps between get one thread.
 FLOPS_PER_THREAD = 5.0e8
 MOST = torch.get_num_threads()  # torch's default when this module is first imported: OMP_NUM_THREADS, else the cores
+log = logging.getLogger("attnexp")
 
 
 def threads_for(flops: float, most: int) -> int:
@@ -29,12 +34,12 @@ def threads_for(flops: float, most: int) -> int:
 
 
 def forward_flops(pl_module: Any, batch: Any) -> int:
-    """The floating-point operations of ``pl_module``'s training forward pass on ``batch`` (its loss included), run
-    without gradients in evaluation mode and with torch's random state restored: nothing it leaves behind differs."""
+    """The floating-point operations of ``pl_module``'s training forward pass on ``batch`` (its loss included), run in
+    evaluation mode with torch's random state restored, its graph dropped unused: nothing it leaves behind differs."""
     training = pl_module.training
     pl_module.eval()
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad(), FlopCounterMode(display=False) as counter:
+        with torch.random.fork_rng(devices=[]), torch.enable_grad(), FlopCounterMode(display=False) as counter:
             pl_module._step(batch)
     finally:
         pl_module.train(training)
@@ -57,10 +62,18 @@ class ThreadRule(pl.Callback):
             torch.set_num_threads(self.choose(trainer, pl_module))
 
     def choose(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
-        """:func:`threads_for` the first training batch; one thread where there is none to count."""
+        """:func:`threads_for` the first training batch; one thread where there is none to count, torch's default
+        (at most the share) where counting fails."""
         datamodule = getattr(trainer, "datamodule", None)
         if self.most <= 1 or datamodule is None or not hasattr(pl_module, "_step"):
             return 1
-        with torch.random.fork_rng(devices=[]):  # a data module of one's own may draw from torch's generator
-            batch = next(iter(datamodule.train_dataloader()), None)
-        return 1 if batch is None else threads_for(forward_flops(pl_module, batch), self.most)
+        try:
+            with torch.random.fork_rng(devices=[]):  # a data module of one's own may draw from torch's generator
+                batch = next(iter(datamodule.train_dataloader()), None)
+            return 1 if batch is None else threads_for(forward_flops(pl_module, batch), self.most)
+        except Exception as err:  # the count only picks a speed: a failure costs the run nothing but that
+            log.warning(
+                f"Could not count the work of a training step to choose torch's threads ({type(err).__name__}: "
+                f"{err}); training on {self.most}, torch's default. threads=N chooses them."
+            )
+            return self.most

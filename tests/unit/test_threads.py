@@ -31,12 +31,18 @@ class ThreadsSeen(pl.Callback):
         self.seen = torch.get_num_threads()
 
 
-def fit(rule: threads.ThreadRule, dropout: float = 0.0) -> tuple[TaskModule, int]:
+def fit(rule: threads.ThreadRule, dropout: float = 0.0, **net_options) -> tuple[TaskModule, int]:
     """Two training batches of a tiny model on the digits with ``rule``; the module and the threads it trained with."""
     pl.seed_everything(0, verbose=False)
     data = DigitsDataModule(patch_size=2, batch_size=16, val_size=100)
     net = PatchClassifier(
-        partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10, dropout=dropout
+        partial(DotAttention, heads=1),
+        image_size=8,
+        channels=1,
+        patch_size=2,
+        num_classes=10,
+        dropout=dropout,
+        **net_options,
     )
     module = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.SGD, lr=0.1))
     seen = ThreadsSeen()
@@ -92,3 +98,22 @@ def test_counting_the_step_changes_nothing_the_run_computes(monkeypatch):
     for (name, a), b in zip(counted.state_dict().items(), asked.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert torch.equal(state, torch.get_rng_state())
+
+
+def test_a_learned_position_table_is_counted(monkeypatch):
+    """The README's everyday command (``net.positions=learned``): torch's module tracker fails on a parameter's view
+    made without gradients, so the count runs with them."""
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    assert fit(threads.ThreadRule(), positions="learned", dim=8, depth=2, prenorm=True)[1] == 3
+
+
+def test_a_step_that_cannot_be_counted_trains_on_the_default_threads_and_says_why(monkeypatch, caplog):
+    def fails(pl_module, batch):
+        raise RuntimeError("a network of one's own")
+
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "forward_flops", fails)
+    with caplog.at_level("WARNING", logger="attnexp"):
+        assert fit(threads.ThreadRule())[1] == 3
+    assert "Could not count the work of a training step" in caplog.text and "a network of one's own" in caplog.text
