@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp import build
 from attnexp.build import network as build_net
-from attnexp.cli import console, failures, preflight, report, schema
+from attnexp.cli import console, failures, preflight, report, schema, search_path
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.hardware import cores, sweep_jobs, threads_per_job
@@ -26,6 +26,7 @@ from attnexp.runs.record import RunRecord
 CONFIG_DIR = str(build.config_dir())
 
 schema.register()
+search_path.register()  # the user's configs on the search path of every command (check and predict import this)
 OmegaConf.register_new_resolver("attnexp.run_folder", folders.run_folder, replace=True)
 OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)
 log = logging.getLogger("attnexp")

@@ -9,10 +9,9 @@ from attnexp.build import config_dir
 
 
 def test_every_package_folder_is_in_the_wheel_list():
-    """pyproject.toml lists the packages (it maps configs/ into attnexp/configs): a new sub-package must be added, and
-    attnexp's Hydra plugin goes in Hydra's plugin namespace."""
+    """pyproject.toml lists the packages (it maps configs/ into attnexp/configs): a new sub-package must be added."""
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    inits = [*(REPO / "attnexp").rglob("__init__.py"), *(REPO / "hydra_plugins").rglob("__init__.py")]
+    inits = (REPO / "attnexp").rglob("__init__.py")
     found = {".".join(p.parent.relative_to(REPO).parts) for p in inits}
     assert listed == found | {"attnexp.configs"}
 
