@@ -11,11 +11,17 @@ SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (p
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One torch thread in every test process (each xdist worker too), as the command-line tests' runs have: tiny
-    models are faster on one thread, and a worker's two threads spin against the other worker and the runs it starts
-    (on two cores, a fit that takes 3 s alone took 47 s)."""
+    """The commands under test are this checkout's, installed (the tests start the console scripts as a user's shell
+    does, with no PYTHONPATH). One torch thread in every test process (each xdist worker too) for what the tests run
+    in-process: a worker's two threads spin against the other worker and the commands it starts (on two cores, a fit
+    that takes 3 s alone took 47 s). The commands themselves get the machine's default."""
     import torch
 
+    import attnexp
+
+    where = Path(attnexp.__file__).resolve().parents[1]
+    if where != Path(__file__).resolve().parents[1]:
+        pytest.exit(f"attnexp is installed from {where}, not from this checkout: pip install -e '.[test]' here.", 2)
     torch.set_num_threads(1)
 
 

@@ -10,6 +10,7 @@ import signal
 import struct
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -23,23 +24,36 @@ from omegaconf import open_dict
 from attnexp.cli.train import CONFIG_DIR  # registers the config's resolvers
 
 REPO = Path(__file__).resolve().parents[1]
-# Tiny models run fastest on one thread, and parallel test processes then do not fight over cores.
-TEST_ENV = {"PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+SCRIPTS = Path(sysconfig.get_path("scripts"))  # where the interpreter that runs the tests installed attnexp's commands
 FAST = ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "callbacks.progress_bar.refresh_rate=0"]
 
 
-def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``attnexp`` (the console script's module) with ``overrides`` in ``cwd``."""
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    full_env = {**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.train", *overrides],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+def user_env(env: dict | None = None) -> dict[str, str]:
+    """A user's shell: this process's environment without PYTHONPATH or a thread count, then ``env`` (a test about one
+    of those sets it there)."""
+    shell = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OMP_NUM_THREADS")}
+    return {**shell, **(env or {})}
+
+
+def command(name: str, *args: str) -> list[str]:
+    """The installed console script ``name`` (``attnexp``, ``attnexp-check``, ...) with ``args``, as a user types it."""
+    script = SCRIPTS / name
+    assert script.is_file(), f"{script} is missing: install the checkout first (pip install -e '.[test]')"
+    return [str(script), *args]
+
+
+def run_script(
+    cwd: Path, name: str, *args: str, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """Run the console script ``name`` with ``args`` in ``cwd``, as a user's shell would."""
+    return subprocess.run(
+        command(name, *args), cwd=cwd, env=user_env(env), capture_output=True, text=True, timeout=timeout
     )
+
+
+def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``attnexp`` with ``overrides`` in ``cwd``."""
+    proc = run_script(cwd, "attnexp", *overrides, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"attnexp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -199,11 +213,10 @@ SLOW = [
 def start(cwd, *overrides, new_session: bool = False):
     """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it),
     with Ctrl-C's default action whatever this process inherited (a shell's background job ignores SIGINT)."""
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "attnexp.cli.train", *overrides],
+        command("attnexp", *overrides),
         cwd=cwd,
-        env=env,
+        env=user_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

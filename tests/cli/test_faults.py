@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
@@ -124,9 +123,8 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
     import re
     import resource
     import subprocess
-    import sys
 
-    from helpers import REPO, TEST_ENV, compose_cfg
+    from helpers import command, compose_cfg, user_env
     from hydra.utils import instantiate
 
     from attnexp.build import network as build_net
@@ -136,13 +134,13 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
 
     overrides = ["net.dim=16384", "callbacks.progress_bar.refresh_rate=0"]
     proc = subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.train", *overrides],
+        command("attnexp", *overrides),
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,
         preexec_fn=limit,
-        env={**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)},
+        env=user_env(),
     )
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = next(line for line in proc.stderr.splitlines() if line.startswith("Run failed: Out of memory"))

@@ -6,39 +6,24 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
-from helpers import REPO, read_events, read_metrics, run_dirs
+from helpers import read_events, read_metrics, run_dirs, run_script
 
 from attnexp.cli.predict import find_checkpoint
 from attnexp.errors import AttnexpError
 
 QUIET = ["callbacks.progress_bar.refresh_rate=0"]
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # tiny models: one thread beats two fighting over shared cores
 
 
 def run_predict(run, *overrides: str) -> subprocess.CompletedProcess:
-    """``attnexp-predict`` (its module) on a run folder."""
-    env = {
-        **os.environ,
-        **ONE_THREAD,
-        "PYTHONWARNINGS": "ignore",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.predict", f"run={run}", *overrides],
-        cwd=run,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    """``attnexp-predict`` on a run folder, from that folder."""
+    return run_script(run, "attnexp-predict", f"run={run}", *overrides, timeout=300)
 
 
 def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
-    root, _ = cli("model=dot", "data=corpus", "data.repeats=20", *QUIET, env=ONE_THREAD)
+    root, _ = cli("model=dot", "data=corpus", "data.repeats=20", *QUIET)
     (run,) = run_dirs(root / "outputs")
     assert run.parent.name.startswith("dot_corpus_")  # <mixer>_<data>_<identity>/seed=<n>
     metrics = read_metrics(run)
@@ -103,7 +88,6 @@ def test_char_level_run_on_a_small_file(cli, tmp_path):
         "net.dim=32",
         "trainer.max_epochs=1",
         *QUIET,
-        env=ONE_THREAD,
     )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
@@ -119,7 +103,7 @@ def test_char_level_run_on_a_small_file(cli, tmp_path):
 
 
 def test_bad_text_path_stops_before_training(cli):
-    root, proc = cli("data=text", "data.path=missing.txt", *QUIET, check=False, env=ONE_THREAD)
+    root, proc = cli("data=text", "data.path=missing.txt", *QUIET, check=False)
     assert proc.returncode != 0
     assert "Cannot read data.path=missing.txt" in proc.stderr
     assert not list(root.rglob("*.ckpt"))

@@ -4,23 +4,15 @@ a mixer that does not subclass attnexp's classes; an installed package's mixer; 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from helpers import FAST, REPO, TEST_ENV, read_events, read_metrics, run_cli, run_dirs
+from helpers import FAST, REPO, read_events, read_metrics, run_cli, run_dirs, run_script
 
 EXAMPLES = REPO / "examples"
-
-
-def command(cwd: Path, module: str, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath]))}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
 
 
 def example_folder(tmp_path: Path) -> Path:
@@ -55,13 +47,13 @@ def test_the_example_folder_sweeps_against_dot_under_its_own_name(tmp_path):
 
 def test_the_kit_passes_the_example_and_names_the_check_a_leaky_mixer_fails(tmp_path):
     folder = example_folder(tmp_path)
-    ok = command(folder, "attnexp.cli.check", "model=relu")
+    ok = run_script(folder, "attnexp-check", "model=relu")
     assert ok.returncode == 0 and "14 checks: all passed" in ok.stdout, ok.stdout + ok.stderr[-2000:]
     shutil.copy(REPO / "tests" / "broken_mixers.py", folder / "broken_mixers.py")
     (folder / "configs" / "model" / "leaky.yaml").write_text(
         "_target_: broken_mixers.LeaksTheFuture\n_partial_: true\n"
     )
-    leaky = command(folder, "attnexp.cli.check", "model=leaky")
+    leaky = run_script(folder, "attnexp-check", "model=leaky")
     assert leaky.returncode == 1, leaky.stdout + leaky.stderr[-2000:]
     assert "FAIL  no causal leak" in leaky.stdout and "1 failed (no causal leak)" in leaky.stdout, leaky.stdout
 
@@ -110,9 +102,10 @@ def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
         shutil.rmtree(info)
     anywhere = tmp_path / "anywhere"
     anywhere.mkdir()
-    check = command(anywhere, "attnexp.cli.check", "model=l1", pythonpath=str(site))
+    installed = {"PYTHONPATH": str(site)}  # pip's --target folder: the package's own place on the import path
+    check = run_script(anywhere, "attnexp-check", "model=l1", env=installed)
     assert check.returncode == 0, check.stdout + check.stderr[-2000:]
-    run_cli(anywhere, "model=l1", *FAST, env={"PYTHONPATH": os.pathsep.join([str(REPO), str(site)])})
+    run_cli(anywhere, "model=l1", *FAST, env=installed)
     (run,) = run_dirs(anywhere / "outputs")
     assert read_metrics(run)["mixer"] == "l1" and read_metrics(run)["status"] == "ok"
 
@@ -121,5 +114,5 @@ def test_predictions_of_a_run_with_ones_own_mixer_from_another_folder(tmp_path):
     folder = example_folder(tmp_path)
     run_cli(folder, "model=relu", "model.causal=true", "data=corpus", "data.context=16", "net.dim=16", *FAST)
     (run,) = run_dirs(folder / "outputs")
-    proc = command(tmp_path, "attnexp.cli.predict", f"run={run}", "prompt=el", "tokens=3")
+    proc = run_script(tmp_path, "attnexp-predict", f"run={run}", "prompt=el", "tokens=3")
     assert proc.returncode == 0 and "next token" in proc.stdout, proc.stdout + proc.stderr[-2000:]

@@ -4,15 +4,13 @@ every callback; and what the kit and a run say about mixers that break the contr
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import FAST, PUBLISHED, REPO, TEST_ENV, read_events, read_metrics, run_cli, run_dirs
+from helpers import FAST, PUBLISHED, REPO, read_events, read_metrics, run_cli, run_dirs, run_script
 
 SIZES = {  # a network of another width, depth and number of heads than the small default (gau: one head)
     "diff": ["data=digits", "net.dim=16", "net.depth=2", "net.prenorm=true", "model.heads=2"],
@@ -23,15 +21,7 @@ KINDS = {"diff": "attn/layer0/negative_mass", "linear": "attn/layer0/entropy", "
 
 
 def kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.check", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_script(cwd, "attnexp-check", *args)
 
 
 @pytest.fixture

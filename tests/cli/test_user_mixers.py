@@ -3,13 +3,11 @@ package's entry point, listed by --help, checked before any run folder exists, a
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, run_script
 
 MIXER = '''
 from attnexp.mixers import DotAttention
@@ -28,17 +26,14 @@ def user_folder(root: Path, target: str = "mine_attention.MineAttention", name: 
     return root
 
 
+SCRIPTS = {"attnexp.cli.train": "attnexp", "attnexp.cli.check": "attnexp-check"}
+
+
 def attnexp(
     cwd: Path, *args: str, pythonpath: str = "", module: str = "attnexp.cli.train"
 ) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), pythonpath])),
-        "PYTHONWARNINGS": "ignore",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    """A command in ``cwd``; ``pythonpath``: an installed package's folder (pip's --target)."""
+    return run_script(cwd, SCRIPTS[module], *args, env={"PYTHONPATH": pythonpath} if pythonpath else None, timeout=300)
 
 
 def model_line(help_text: str) -> list[str]:

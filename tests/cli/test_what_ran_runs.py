@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TEST_ENV, read_metrics, run_cli, run_dirs
+from helpers import read_metrics, run_cli, run_dirs, run_script
 
 MIXER = '''from torch import Tensor
 
@@ -35,15 +33,7 @@ SWEEP = [*BUDGET, "hydra/launcher=basic"]  # the jobs one after the other: what 
 
 
 def compare(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.compare", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_script(cwd, "attnexp-compare", *args, timeout=300)
 
 
 def configs(summary_csv: Path) -> dict[str, int]:

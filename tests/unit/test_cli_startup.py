@@ -41,7 +41,7 @@ def test_no_heavy_import_before_a_run_is_built(args, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert "heavy: none" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     if "=" in args[-1]:  # a bad value: explained, exit status 2
@@ -56,7 +56,7 @@ def test_a_mixer_option_is_checked_by_the_mixer(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert "exit 2" in proc.stdout and "model.eps=-1 is not allowed" in proc.stderr, proc.stderr[-2000:]
 

@@ -4,20 +4,18 @@ processes have imported it by then: torch._dynamo does), and the package without
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
-from helpers import REPO, TEST_ENV
+from helpers import REPO, user_env
 
 from attnexp.mixers.euclid.ops.kernel import operator as kernel
 
 
 def test_the_kernel_passes_its_checks_under_the_interpreter():
     pytest.importorskip("triton")
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
         [
             sys.executable,
@@ -31,7 +29,7 @@ def test_the_kernel_passes_its_checks_under_the_interpreter():
             "tests/euclid_kernel_cases.py",
         ],
         cwd=REPO,
-        env={**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath, "TRITON_INTERPRET": "1"},
+        env={**user_env(), "TRITON_INTERPRET": "1"},
         capture_output=True,
         text=True,
         timeout=600,
@@ -52,10 +50,9 @@ def test_without_triton_the_package_imports_and_runs_its_torch_path():
         "attn(torch.randn(2, 5, 8, requires_grad=True))[0].sum().backward()\n"
         "assert attn.q_proj.weight.grad is not None\n"
     )
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, **TEST_ENV, "PYTHONPATH": pythonpath},
+        env=user_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
-from helpers import REPO
+from helpers import command, user_env
 
 from attnexp.mixers.conformance import CHECKS
 
@@ -66,14 +65,14 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_help_says_what_the_command_does_with_examples(name, tmp_path):
-    module, words = CASES[name]
+    _module, words = CASES[name]
     proc = subprocess.run(
-        [sys.executable, "-m", module, "--help"],
+        command(name, "--help"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env=user_env(),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for word in words:
