@@ -14,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from attnexp.cli import preflight
+from attnexp.cli.budget import with_budget
 from attnexp.cli.smoke import smoke_run
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
@@ -69,7 +70,7 @@ def main(cfg: DictConfig) -> Any:
 
 def cli() -> None:
     """Console script ``attnexp-check``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
-    sys.argv[1:] = [FLAGS.get(a, a) for a in sys.argv[1:]]
+    sys.argv[1:] = with_budget(FLAGS.get(a, a) for a in sys.argv[1:])
     try:
         preflight.check(sys.argv[1:], CONFIG_DIR, "check", folders=False)
     except AttnexpError as err:

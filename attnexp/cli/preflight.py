@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import shutil
 from collections.abc import Sequence
 from typing import Any
@@ -179,11 +180,25 @@ def check_build(cfg: DictConfig) -> None:
             f"trainer.accelerator={accelerator} asks for a GPU, but PyTorch sees none on this machine (torch "
             f"{torch.__version__}). Use trainer=cpu, or trainer=default to pick whatever accelerator is present."
         )
-    net = build.check(cfg)
+    try:
+        net = build.check(cfg)
+    except TypeError as err:  # an option added with '+' that its class does not take (+model.kernal_q=3)
+        raise AttnexpError(misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
     if cfg.get("ckpt_path") and net is not None:
         from attnexp.callbacks.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
+
+
+def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
+    """The paragraph for a class given a keyword it does not take: the node that sets it, and its class's options."""
+    leaf = next(iter(re.findall(r"unexpected keyword argument '(\w+)'", str(err))), None)
+    for given in cfg.hydra.overrides.task:
+        parent, _, key = typos.keyed(given).rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None) if parent else None
+        if key == leaf and typos.options_of(node) is not None:
+            return typos.not_an_option(given, parent, node)
+    return None
 
 
 def check_folders(jobs: list[DictConfig]) -> None:

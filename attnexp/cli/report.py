@@ -101,6 +101,15 @@ def finished(folder: Path, found: dict[str, Any]) -> list[str]:
     return [said, *(result_line(folder, found) if is_multirun() else run_report(folder, found)[:1])]
 
 
+def restarted(folder: Path, found: dict[str, Any]) -> str:
+    """A run that stopped before its first checkpoint, started again: from the start, in its folder."""
+    where = f"Job {job_name()}" if is_multirun() else "This run"
+    return (
+        f"{where} stopped before its first checkpoint in {shown(folder)} (status {found.get('status')}): there is "
+        "nothing to continue, so it runs again from the start."
+    )
+
+
 def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
     """What ``resume=true`` says when the folder of these settings is new: which runs of the same mixer, data and seed
     there are, and what differs (an edited file makes another configuration)."""

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp import build
 from attnexp.build import network as build_net
 from attnexp.cli import console, failures, preflight, report, schema, search_path
+from attnexp.cli.budget import with_budget
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.hardware import cores, sweep_jobs, threads_per_job
@@ -92,6 +93,8 @@ def main(cfg: DictConfig) -> Any:
         for line in report.finished(folder, found):
             log.info(line)
         return found.get(metric or "val/acc_best")
+    if kind == "restart":
+        log.info(report.restarted(folder, found))
     overrides = [str(o) for o in hydra_cfg.overrides.task]
     record = RunRecord.open(folder, cfg, folders.choices_of(hydra_cfg), overrides)
     if multirun:
@@ -136,7 +139,7 @@ def joblib_jobs() -> int | None:
 def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
-    args = [quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:]]
+    args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
     try:
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
             with console.quiet(logging.ERROR, "attnexp"):

@@ -8,6 +8,7 @@ import difflib
 import inspect
 import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -20,6 +21,7 @@ CONFIG_FLAGS = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config
 NOT_COMPOSED = {*CONFIG_FLAGS, "-h", "--help", "--hydra-help", "--version", "--shell-completion", "-sc"}
 FLAGS_WITH_VALUE = {*CONFIG_FLAGS, "-c", "--cfg", "-p", "--package", "--shell-completion"}  # ``--cfg job``
 INFO_VALUES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+LISTED = 12  # options named in a message, the nearest first
 TYPO = 0.9  # a key this near to one of the config's (difflib's ratio) is a typo of it, not a new argument
 NOTHING = "Nothing was run or written."
 
@@ -130,23 +132,59 @@ def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
     if "already" in text and given.startswith("+"):
         return f"{given} adds the key {key}, which the config already has: set it without '+' ({given[1:]}). {NOTHING}"
     try:  # the config without the keys the command line sets: its keys are what it could have meant
-        plain = compose(config_name, overrides=[o for o in job if "." not in o.split("=", 1)[0] and "=" in o])
+        kept = [o for o in job if "." not in keyed(o) and "=" in o and keyed(o) != key]
+        plain = compose(config_name, overrides=kept)
     except Exception:
         plain = None
     if not key or plain is None:
         return f"The config cannot be composed: {text}. {NOTHING}"
     keys, (parent, _, leaf) = list(flat_keys(OmegaConf.to_container(plain, resolve=False))), key.rpartition(".")
-    close = near(key, [k for k in keys if k.rpartition(".")[2] == leaf]) or near(key, keys)  # model.heads
-    typo = bool(close) and difflib.SequenceMatcher(None, key, close[0]).ratio() >= TYPO
+    keys = [k for k in keys if not k.rpartition(".")[2].startswith("_")]  # _target_, _partial_: no one's typo
     node = OmegaConf.select(plain, parent) if parent else plain
-    takes = None if typo else argument_of(node, leaf)
-    if takes:
-        fix = f"{takes} takes {leaf}: add it with +{key}={given.split('=', 1)[-1]}"
-        return f"{given} sets {key}, which the config does not list; {fix}. {NOTHING}"
+    if options_of(node) is not None:
+        return not_an_option(given, parent, node, elsewhere=[k for k in keys if k.rpartition(".")[2] == leaf])
+    value = given.split("=", 1)[-1]
+    groups = [g for g in keys if "." not in g and value in group_options(g)]  # modle=dot: a group with that option
+    close = near(key, groups) or near(key, [k for k in keys if k.rpartition(".")[2] == leaf]) or near(key, keys)
+    group = close and close[0] in groups
     listed = ", ".join(str(k) for k in node) if isinstance(node, DictConfig) else ""
-    hint = f"Did you mean {close[0]}?" if close else f"The keys of {parent or 'the top level'} are: {listed}."
+    hint = f"Did you mean {close[0]}{f'={value}' if group else ''}?" if close else ""
+    hint = hint or f"The keys of {parent or 'the top level'} are: {listed}."
     verb = "deletes" if given.startswith("~") else "sets"
     return f"{given} {verb} {key}, which is not a key of the composed config. {hint} Every key: --cfg job. {NOTHING}"
+
+
+def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence[str] = ()) -> str:
+    """``model.kernal_q=3`` under a node that builds a class: the options that class takes, the nearest first (or a key
+    of that name ``elsewhere`` in the config: ``module.gradient_clip_val``); an argument it takes but the config does
+    not list is added with ``+``."""
+    key = keyed(given)
+    leaf = key.rpartition(".")[2]
+    found = options_of(node)
+    assert found is not None
+    name, where, options = found
+    listed = [str(k) for k in node if not str(k).startswith("_") and not (given.startswith("+") and k == leaf)]
+    options = list(dict.fromkeys([*listed, *options]))
+    if leaf in options:
+        fix = f"add it with +{key}={given.split('=', 1)[-1]}"
+        return f"{given} sets {key}, an option of {name} ({where}) that the config does not list: {fix}. {NOTHING}"
+    close = near(leaf, options)
+    hint = f" Did you mean {parent}.{close[0]}?" if close else ""
+    hint = hint or "".join(f" Did you mean {k}?" for k in elsewhere[:1])
+    shown = options if len(options) <= LISTED else [*close, *(o for o in options if o not in close)][:LISTED]
+    more = "" if len(options) <= LISTED else f" and {len(options) - LISTED} more (--cfg job shows the config)"
+    listed = ", ".join(shown) + more
+    return f"{key} is not an option of {name} ({where}); its options are {listed}.{hint} {NOTHING}"
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group on the present search path (none for a key that is no group)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    try:
+        return list(GlobalHydra.instance().config_loader().get_group_options(group))
+    except Exception:
+        return []
 
 
 def missing_option(err: Any, job: Sequence[str]) -> str:
@@ -162,14 +200,35 @@ def missing_option(err: Any, job: Sequence[str]) -> str:
     return f"{given} names no option of the config group {group}: its options are {listed}.{guess}{own} {NOTHING}"
 
 
-def argument_of(node: Any, leaf: str) -> str | None:
-    """The class a node builds (its ``_target_``) when that class takes an argument ``leaf``."""
+def options_of(node: Any) -> tuple[str, str, list[str]] | None:
+    """The class a config node builds (its ``_target_``), where it is defined, and the keyword options it takes: the
+    named parameters with defaults of its ``__init__`` and of each base it passes ``**options`` on to, less what a
+    network hands every mixer (:class:`~attnexp.mixers.contract.MixerRequest`); None for a node that builds none."""
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or "${" in target:
         return None
     try:
         from hydra.utils import get_object
 
-        return target if leaf in inspect.signature(get_object(target)).parameters else None
+        from attnexp.mixers.contract import shown
+
+        built = get_object(target)
+        chain = (
+            [c.__dict__["__init__"] for c in built.__mro__ if "__init__" in c.__dict__]
+            if isinstance(built, type)
+            else [built]
+        )
+        file, line = inspect.getsourcefile(built), inspect.getsourcelines(built)[1]
     except Exception:
         return None
+    options: list[str] = []
+    for function in chain:
+        params = inspect.signature(function).parameters.values()
+        options += [
+            p.name for p in params if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        if not any(p.kind is p.VAR_KEYWORD for p in params) or function is object.__init__:
+            break
+    handed = {"num_tokens", "out_proj", "shared_over_channels"}  # the network's requests besides dim, causal, heads
+    where = f"{shown(Path(file))}:{line}" if file and Path(file).is_relative_to(Path.cwd()) else target
+    return getattr(built, "__name__", target), where, [o for o in dict.fromkeys(options) if o not in handed]

@@ -78,12 +78,15 @@ def check_writable(root: str | Path) -> None:
 
 
 def state(folder: str | Path) -> tuple[str, dict[str, Any]]:
-    """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process still runs) or
-    ``unfinished`` (failed, interrupted, abandoned), with its record."""
+    """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process still runs),
+    ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to continue from) or ``restart`` (stopped before
+    its first checkpoint: nothing to continue), with its record."""
     record = metrics_file.read(folder)
     if not record:
         return "new", {}
     status = metrics_file.current_status(record, folder)
     if status in FINISHED:
         return "finished", record
-    return ("running" if status in (metrics_file.RUNNING, metrics_file.TRAINED) else "unfinished"), record
+    if status in (metrics_file.RUNNING, metrics_file.TRAINED):
+        return "running", record
+    return ("unfinished" if any((Path(folder) / "checkpoints").glob("*.ckpt")) else "restart"), record

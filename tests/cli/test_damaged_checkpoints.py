@@ -7,7 +7,7 @@ import os
 import signal
 
 from helpers import SLOW, read_metrics, run_cli, run_dirs, start, wait_for_epochs
-from test_lm_runs import ONE_THREAD, QUIET, run_predict
+from test_lm_runs import QUIET, run_predict
 
 
 def cut_short(path) -> None:
@@ -15,7 +15,7 @@ def cut_short(path) -> None:
 
 
 def test_predict_falls_back_from_a_damaged_best_checkpoint_and_names_what_is_wrong(cli):
-    root, _ = cli("model=dot", "data=corpus", "data.repeats=5", "trainer.max_epochs=2", *QUIET, env=ONE_THREAD)
+    root, _ = cli("model=dot", "data=corpus", "data.repeats=5", "trainer.max_epochs=2", *QUIET)
     (run,) = run_dirs(root / "outputs")
     (best,) = (run / "checkpoints").glob("epoch*.ckpt")
     cut_short(best)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import read_events, read_metrics, run_dirs
-from test_lm_runs import ONE_THREAD, QUIET, run_predict
+from test_lm_runs import QUIET, run_predict
 
 SMALL = ["trainer.max_epochs=1", "trainer.limit_train_batches=5", "net.dim=16", "data.batch_size=16", *QUIET]
 
@@ -17,7 +17,6 @@ def test_dates_run_logs_decoding_metrics_figures_and_predicts(cli):
         "data.test_size=50",
         "task.beam=2",
         *SMALL,
-        env=ONE_THREAD,
     )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
@@ -54,7 +53,7 @@ def test_pairs_run_scores_bleu(cli, tmp_path):
     ]
     path = tmp_path / "es-en.tsv"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    root, _ = cli("data=pairs", f"data.path={path}", *SMALL, env=ONE_THREAD)
+    root, _ = cli("data=pairs", f"data.path={path}", *SMALL)
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)
     assert metrics["status"] == "ok" and metrics["task"] == "translation" and metrics["monitor"] == "val/bleu"
@@ -92,7 +91,6 @@ def test_dates_are_learnt(cli):
     root, _ = cli(
         "data=dates",
         *LEARNT,
-        env=ONE_THREAD,
     )
     metrics = read_metrics(run_dirs(root / "outputs")[0])
     assert metrics["test/exact"] > 0.4, metrics  # 0.73 when written
@@ -106,7 +104,6 @@ def test_digit_captions_are_learnt_and_predicted_from_an_image(cli, tmp_path):
         "data=captions",
         "data.images=digits",
         *LEARNT,
-        env=ONE_THREAD,
     )
     (run,) = run_dirs(root / "outputs")
     metrics = read_metrics(run)

@@ -1,0 +1,76 @@
+"""The commands the documentation shows: every command line in a code block of README.md, examples/ and docs/ (an
+indented block or a fenced one), as a user would copy it, with the file and line it is on."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import NamedTuple
+
+from helpers import REPO
+
+PROGRAMS = ("attnexp", "attnexp-check", "attnexp-compare", "attnexp-predict", "pip", "pytest", "python", "tensorboard")
+DOCUMENTS = ("README.md", "examples/*/README.md", "examples/README.md", "docs/*.md")
+
+
+class Command(NamedTuple):
+    file: str  # relative to the repository: docs/vision.md
+    line: int
+    text: str  # as written, continuation lines joined, the shell comment dropped
+    words: tuple[str, ...]  # the shell's words: environment assignments first, then the program and its arguments
+
+    @property
+    def program(self) -> str:
+        return next(w for w in self.words if "=" not in w or w.startswith("-"))
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def code_lines(text: str) -> list[tuple[int, str]]:
+    """The lines of a Markdown file's code blocks (fenced, or indented by four spaces after a blank line), numbered."""
+    found, fenced, indented, previous = [], False, False, ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            found.append((number, line.strip()))
+        elif line.startswith("    ") and (indented or not previous.strip()):
+            indented = True
+            found.append((number, line.strip()))
+        elif line.strip():
+            indented = False
+        previous = line
+    return found
+
+
+def commands_in(path: Path) -> list[Command]:
+    """The command lines of one document."""
+    found, pending = [], None
+    for number, line in code_lines(path.read_text()):
+        if pending is not None:
+            start, text = pending
+            line = f"{text} {line}"
+        else:
+            start = number
+        if line.endswith("\\"):
+            pending = (start, line[:-1].rstrip())
+            continue
+        pending = None
+        try:
+            words = tuple(shlex.split(line, comments=True))
+        except ValueError:
+            continue
+        program = next((w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)), "")
+        if program in PROGRAMS or program == "cd":
+            text = shlex.join(words) if words else line
+            found.append(Command(path.relative_to(REPO).as_posix(), start, text, words))
+    return found
+
+
+def documented() -> list[Command]:
+    """Every documented command, in the order of the documents."""
+    paths = sorted({p for pattern in DOCUMENTS for p in REPO.glob(pattern)}, key=lambda p: (p.name != "README.md", p))
+    return [c for p in paths for c in commands_in(p)]
