@@ -210,9 +210,10 @@ SLOW = [
 ]
 
 
-def start(cwd, *overrides, new_session: bool = False):
+def start(cwd, *overrides, new_session: bool = False, sigint=signal.SIG_DFL):
     """``attnexp`` in the background (``new_session``: in a process group of its own, as a terminal would start it),
-    with Ctrl-C's default action whatever this process inherited (a shell's background job ignores SIGINT)."""
+    with Ctrl-C's default action whatever this process inherited, or ``sigint=signal.SIG_IGN`` as a script's
+    background job (``attnexp ... &``) starts it."""
     return subprocess.Popen(
         command("attnexp", *overrides),
         cwd=cwd,
@@ -221,7 +222,7 @@ def start(cwd, *overrides, new_session: bool = False):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=new_session,
-        preexec_fn=functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=functools.partial(signal.signal, signal.SIGINT, sigint),
     )
 
 

@@ -28,7 +28,10 @@ class SweepCallback(Callback):
     """Names job links by the overrides that vary, and writes the comparison when the sweep ends."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM to this process ends the sweep as Ctrl-C
+        # SIGTERM and SIGINT to this process end the sweep as Ctrl-C does, also where SIGINT was ignored when it
+        # started (a script's background job, `attnexp ... &`), as a single run's fit handles SIGINT itself
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(stop, signal.default_int_handler)
         # Jobs re-resolve Hydra's settings in other processes too (joblib): the folder chosen here and the keys to
         # leave out of their names (the overrides every job shares) go to them as overrides
         folder = str(config.hydra.sweep.dir)
