@@ -7,6 +7,7 @@ part is in ``metrics.json``, so a comparison can say what differs and leave tune
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -76,33 +77,86 @@ def module_key(name: str, file: Path) -> str:
     return f"{stem}/__init__.py" if file.name == "__init__.py" else f"{stem}{file.suffix}"
 
 
-def user_modules(targets: Iterable[str]) -> dict[str, Path]:
-    """The modules of the user's code a run imports: the top-level modules (or packages) of ``targets`` (the dotted
-    paths of the classes a config names) that are neither attnexp nor installed nor standard, and every module
-    imported so far from the folders they lie in (a mixer's helpers beside it)."""
-    folders, found = set(), {}
-    for target in targets:
-        top = target.split(".")[0]
-        module = sys.modules.get(top)
-        file = getattr(module, "__file__", None)
-        if top == "attnexp" or not file or installed_or_standard(Path(file).resolve()):
-            continue
-        folders.add(Path(file).resolve().parent)
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if not file or name.split(".")[0] == "attnexp" or not file.endswith(".py"):
-            continue
-        path = Path(file).resolve()
-        if path.is_file() and any(path.is_relative_to(f) for f in folders) and not installed_or_standard(path):
-            found[module_key(name, path)] = path
+def user_folders(searchpath: Iterable[str], cwd: Path) -> list[Path]:
+    """The folders a user's modules are imported from (:mod:`attnexp.cli.search_path` puts them on ``sys.path``): the
+    one holding each ``configs/`` folder of ``hydra.searchpath`` (``file://`` entries), and ``cwd`` where it holds a
+    ``configs/`` folder that is not attnexp's own."""
+    from attnexp.build import config_dir
+
+    found = [Path(p.removeprefix("file://")).resolve().parent for p in searchpath if str(p).startswith("file://")]
+    if (cwd / "configs").is_dir() and (cwd / "configs").resolve() != config_dir().resolve():
+        found.insert(0, cwd.resolve())
+    return list(dict.fromkeys(found))
+
+
+def module_file(name: str, roots: Iterable[Path]) -> Path | None:
+    """The source file of module ``name`` (``pkg.sub``) under the first of ``roots`` that holds it, found the way
+    Python's path finder lays modules out, without importing anything."""
+    for root in roots:
+        base = root.joinpath(*name.split("."))
+        for file in (base.with_suffix(".py"), base / "__init__.py"):
+            if file.is_file():
+                return file.resolve()
+    return None
+
+
+def imported_names(file: Path, name: str) -> set[str]:
+    """The modules a source file imports, anywhere in it (inside functions too), relative imports resolved against
+    ``name`` (the module it is); ``from a import b`` also names ``a.b``, which may be a module."""
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    try:
+        tree = ast.parse(file.read_text(), str(file))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".") if package else []
+            base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
     return found
 
 
-def code(targets: Iterable[str] = ()) -> dict[str, Any]:
+def user_modules(targets: Iterable[str], folders: Iterable[Path] = ()) -> dict[str, Path]:
+    """The modules of the user's code a run imports, read from the files: the module of each of ``targets`` (the
+    dotted paths of the classes a config names) that is neither attnexp nor installed nor standard, found in
+    ``folders`` or on ``sys.path``, and every module those import, at any depth and inside functions too, that lies in
+    the same folders (a helper a mixer imports in a method counts; another job's mixer does not)."""
+    roots = [*folders, *(Path(p) for p in sys.path if p and Path(p).is_dir())]
+    queue: list[tuple[str, Path]] = []
+    homes: set[Path] = set()
+    for target in targets:
+        parts = target.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module: my_pkg.attention.Mine
+            file = module_file(".".join(parts[:cut]), roots)
+            if file is not None:
+                break
+        if parts[0] == "attnexp" or file is None or installed_or_standard(file):
+            continue
+        homes.add(file.parents[cut - 1] if file.name != "__init__.py" else file.parents[cut])
+        queue.append((".".join(parts[:cut]), file))
+    found: dict[str, Path] = {}
+    while queue:
+        name, file = queue.pop()
+        if module_key(name, file) in found:
+            continue
+        found[module_key(name, file)] = file
+        for imported in sorted(imported_names(file, name)):
+            top_file = module_file(imported, sorted(homes))
+            if top_file is not None and imported.split(".")[0] != "attnexp":
+                queue.append((imported, top_file))
+    return found
+
+
+def code(targets: Iterable[str] = (), folders: Iterable[Path] = ()) -> dict[str, Any]:
     """``{"id": ..., "files": {"attnexp/cli/train.py": <hash>, ..., "my_attention.py": <hash>}}``: every source file
-    of attnexp and the user's modules (:func:`user_modules`; import ``targets`` first)."""
+    of attnexp and the user's modules (:func:`user_modules`, found in ``folders`` or on ``sys.path``)."""
     files = {f"attnexp/{p.relative_to(PACKAGE).as_posix()}": p for p in sorted(PACKAGE.rglob("*.py"))}
-    files.update(user_modules(targets))
+    files.update(user_modules(targets, folders))
     hashes = {name: hashed(path) for name, path in sorted(files.items()) if "__pycache__" not in path.parts}
     return {"id": digest(hashes), "files": hashes}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-SLOW_TIERS = ("fits", "cli")  # folders of whole training runs: the slow tier (pytest -m "not slow" leaves them out)
+SLOW_TIERS = ("fits", "cli", "user")  # whole training runs: the slow tier (pytest -m "not slow" leaves them out)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -27,8 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if Path(item.fspath).parent.name in SLOW_TIERS:
+        tier = Path(item.fspath).parent.name
+        if tier in SLOW_TIERS:
             item.add_marker(pytest.mark.slow)
+        if tier == "user":
+            item.add_marker(pytest.mark.user)
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def smoke_run(cfg: DictConfig) -> Result:
         try:
             with warnings.catch_warnings(), console.quiet(logging.CRITICAL, *LIBRARY_LOGGERS, "attnexp"):
                 warnings.simplefilter("ignore")  # the run's own lines, Lightning's messages and warnings: not the kit's
-                train(run, RunRecord.open(folder, run, choices_of(HydraConfig.get()), []))
+                train(run, RunRecord.open(folder, run, choices_of(HydraConfig.get()), [], HydraConfig.get().searchpath))
         except Exception as err:
             explained = failures.explained(cfg, err)
             if is_bad_input(explained):

@@ -46,7 +46,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
 
     multirun = report.is_multirun()
     if record is None:
-        record = RunRecord.open(cfg.paths.output_dir, cfg, folders.choices_of(HydraConfig.get()), [])
+        hydra = HydraConfig.get()
+        record = RunRecord.open(cfg.paths.output_dir, cfg, folders.choices_of(hydra), [], list(hydra.searchpath))
     console.configure(multirun)
     plain_cuda_check_without_driver()
     jobs = joblib_jobs()  # a sweep's jobs at once share the cores
@@ -96,7 +97,7 @@ def main(cfg: DictConfig) -> Any:
     if kind == "restart":
         log.info(report.restarted(folder, found))
     overrides = [str(o) for o in hydra_cfg.overrides.task]
-    record = RunRecord.open(folder, cfg, folders.choices_of(hydra_cfg), overrides)
+    record = RunRecord.open(folder, cfg, folders.choices_of(hydra_cfg), overrides, list(hydra_cfg.searchpath))
     if multirun:
         record.fields["parallel_jobs"] = joblib_jobs()
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,20 @@ def targets(node: Any) -> list[str]:
     return [t for value in node for t in targets(value)] if isinstance(node, list) else []
 
 
-def what_ran(cfg: DictConfig, choices: dict[str, Any]) -> dict[str, Any]:
-    """The identity of the run ``cfg`` composes (Hydra's node aside; ``choices``: its config-group options), with the
-    code and data it stands for: ``{"identity", "code", "dataset"}``."""
-    from hydra.utils import get_object, instantiate
+def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str] = ()) -> dict[str, Any]:
+    """The identity of the run ``cfg`` composes (Hydra's node aside; ``choices``: its config-group options;
+    ``searchpath``: ``hydra.searchpath``, where a user's configs and code may lie), with the code and data it stands
+    for: ``{"identity", "code", "dataset"}``. The user's code is read from its files, nothing imported."""
+    from hydra.utils import instantiate
 
     config = config_record(cfg)
-    text = json.dumps([config, choices], sort_keys=True, default=str)
+    folders = identity.user_folders(searchpath, Path.cwd())
+    text = json.dumps([config, choices, [str(f) for f in folders]], sort_keys=True, default=str)
     if text not in KNOWN:
-        for target in targets(config):
-            if "${" not in target:
-                get_object(target)  # a user's module is imported, so its helpers are seen
         data = instantiate(cfg.data)
         data.prepare_data()  # a download, or a copy from a system package, first: the files are then there
-        code, dataset = identity.code(targets(config)), identity.dataset(getattr(data, "files", dict)())
+        code = identity.code([t for t in targets(config) if "${" not in t], folders)
+        dataset = identity.dataset(getattr(data, "files", dict)())
         key = identity.key(choices, config, code["id"], dataset["id"])
         KNOWN[text] = {"identity": key, "code": code, "dataset": dataset}
     return KNOWN[text]
@@ -59,7 +60,7 @@ def run_folder(*, _root_: DictConfig) -> str:
     """Resolver ``attnexp.run_folder``: the folder of the run the config composes."""
     cfg = OmegaConf.masked_copy(_root_, [str(k) for k in _root_ if k != "hydra"])
     choices = choices_of(_root_.hydra)
-    short = what_ran(cfg, choices)["identity"][:SHOWN]
+    short = what_ran(cfg, choices, list(_root_.hydra.searchpath))["identity"][:SHOWN]
     name = f"{choices.get('model')}_{choices.get('data')}_{short}".replace("/", "_")
     return str(Path(str(cfg.paths.log_dir)).absolute() / "runs" / name / f"seed={cfg.seed}")
 

@@ -33,12 +33,14 @@ class RunRecord:
     resumed: bool = False
 
     @classmethod
-    def open(cls, folder: str | Path, cfg: DictConfig, choices: dict[str, str], overrides: list[str]) -> RunRecord:
+    def open(
+        cls, folder: str | Path, cfg: DictConfig, choices: dict[str, str], overrides: list[str], searchpath: list[str]
+    ) -> RunRecord:
         """The record of the run ``cfg`` composes (``choices``: its config-group options, ``overrides``: its command
-        line), or the folder's record of an unfinished run of the same identity, which this start continues. Nothing
-        is written yet."""
+        line, ``searchpath``: Hydra's, where the user's code may lie), or the folder's record of an unfinished run of
+        the same identity, which this start continues. Nothing is written yet."""
         folder, command = Path(folder), ["attnexp", *overrides]
-        what = folders.what_ran(cfg, choices)
+        what = folders.what_ran(cfg, choices, searchpath)
         found = metrics_file.read(folder)
         process = {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.executable, "cwd": os.getcwd()}
         if found.get("identity") == what["identity"] and found.get("schema") == identity.SCHEMA:

@@ -54,6 +54,17 @@ CASES = {
         2,
     ),
     "clipping as a module key": (["module.gradient_clip_val=1.0"], ["Did you mean trainer.gradient_clip_val?"], 2),
+    "a group misspelt": (["modle=dot"], ["modle=dot sets modle", "Did you mean model=dot?"], 2),
+    "a mixer's option misspelt": (
+        ["model.hedas=2"],
+        ["model.hedas is not an option of DotAttention", "its options are heads,", "Did you mean model.heads?"],
+        2,
+    ),
+    "an option added that the class does not take": (
+        ["+model.hedas=2"],
+        ["model.hedas is not an option of DotAttention", "Did you mean model.heads?"],
+        2,
+    ),
     "clip algorithm": (
         ["trainer.gradient_clip_algorithm=l1"],
         ["trainer.gradient_clip_algorithm='l1' is not allowed", "'norm'"],

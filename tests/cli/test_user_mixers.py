@@ -146,3 +146,70 @@ def test_an_option_named_like_a_built_in_one_is_reported_as_hidden(tmp_path):
         -2000:
     ]
     assert "attnexp has options of these names" not in attnexp(user_folder(tmp_path / "other"), "--help").stderr
+
+
+WITH_OPTIONS = '''
+from pathlib import Path
+
+from attnexp.mixers import DotAttention
+
+
+class MineAttention(DotAttention):
+    """dot attention with options of its own; it fails in training while a file named 'fail' is beside it."""
+
+    def __init__(self, dim, kernel_q: int = 3, kernel_k: int = 5, **options):
+        super().__init__(dim, **options)
+        self.kernel_q, self.kernel_k = kernel_q, kernel_k
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        if self.training and Path("fail").exists():
+            raise RuntimeError("this mixer cannot train yet")
+        return super().forward(x, context, mask, need_weights)
+'''
+
+
+@pytest.mark.parametrize("command", ["attnexp", "attnexp-check"])
+@pytest.mark.parametrize("given", ["model.kernal_q=3", "+model.kernal_q=3"])
+def test_an_option_the_mixer_does_not_take_names_its_class_and_the_nearest(tmp_path, command, given):
+    """A typo of an option the user's mixer has: its class, where it is defined and its options, never Hydra's advice
+    to add the key with '+' (which the class would refuse with a traceback)."""
+    folder = user_folder(tmp_path)
+    (folder / "mine_attention.py").write_text(WITH_OPTIONS)
+    proc = run_script(folder, command, "model=mine", given)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    message = " ".join(proc.stderr.split())
+    for words in (
+        "model.kernal_q is not an option of MineAttention (mine_attention.py:7); its options are heads,",
+        "kernel_q, kernel_k,",
+        "Did you mean model.kernel_q?",
+        "Nothing was run or written",
+    ):
+        assert words in message, message
+    assert "Traceback" not in proc.stderr and "To append" not in proc.stderr and no_run_folder(folder)
+
+
+def test_an_option_the_mixer_takes_but_its_config_does_not_list_is_added_with_a_plus(tmp_path):
+    folder = user_folder(tmp_path)
+    (folder / "mine_attention.py").write_text(WITH_OPTIONS)
+    proc = attnexp(folder, "model=mine", "model.kernel_q=2")
+    assert proc.returncode == 2 and "add it with +model.kernel_q=2" in " ".join(proc.stderr.split()), proc.stderr
+    proc = attnexp(folder, "model=mine", "+model.kernel_q=2", "trainer.max_epochs=1", "trainer.limit_train_batches=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_runs_again_when_asked_again(tmp_path):
+    folder = user_folder(tmp_path)
+    (folder / "mine_attention.py").write_text(WITH_OPTIONS)
+    (folder / "fail").touch()
+    budget = [
+        "model=mine",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        "callbacks.progress_bar.refresh_rate=0",
+    ]
+    first = attnexp(folder, *budget)
+    assert first.returncode == 1 and "this mixer cannot train yet" in first.stderr, first.stderr[-2000:]
+    (folder / "fail").unlink()  # the user fixes the mixer
+    again = attnexp(folder, *budget)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "stopped before its first checkpoint" in again.stderr and "runs again from the start" in again.stderr

@@ -145,6 +145,37 @@ def test_the_code_identity_covers_every_file_of_attnexp_and_the_users_modules_wi
     assert identity.differing_code(first, attnexp_changed) == ["attnexp/data/digits.py", "scale_helper.py"]
 
 
+def test_the_users_code_is_what_its_mixer_imports_read_from_the_files_lazy_imports_included(tmp_path):
+    """The closure of the mixer module's imports, found in the files (nothing imported): a helper imported inside a
+    method counts, a package's relative imports too; another mixer of the same folder, imported by another job of a
+    sweep, does not."""
+    import sys
+
+    user = tmp_path / "project"
+    (user / "ops").mkdir(parents=True)
+    (user / "ops" / "__init__.py").write_text("from .kernel import run\n")
+    (user / "ops" / "kernel.py").write_text("def run():\n    return 1\n")
+    (user / "lazy_helper.py").write_text("SCALE = 1.0\n")
+    (user / "mta.py").write_text(
+        "import torch\nimport ops\n\nclass Mta:\n    def score(self):\n        from lazy_helper import SCALE\n"
+        "        return SCALE\n"
+    )
+    (user / "retention.py").write_text("class Retention:\n    pass\n")
+    before = set(sys.modules)
+    files = identity.user_modules(["mta.Mta"], [user])
+    assert set(files) == {"mta.py", "lazy_helper.py", "ops/__init__.py", "ops/kernel.py"}, files
+    assert set(sys.modules) == before  # read, not imported
+    assert set(identity.user_modules(["retention.Retention"], [user])) == {"retention.py"}
+    first = identity.code(["mta.Mta"], [user])
+    (user / "lazy_helper.py").write_text("SCALE = 2.0\n")
+    (user / "retention.py").write_text("class Retention:\n    scale = 2\n")
+    assert identity.differing_code(first, identity.code(["mta.Mta"], [user])) == ["lazy_helper.py"]
+
+
+def test_the_users_folders_are_those_of_its_configs():
+    assert identity.user_folders(["file:///a/b/configs", "pkg://x.configs"], Path("/nowhere")) == [Path("/a/b")]
+
+
 def test_the_code_identity_is_every_source_file_of_the_package_that_runs_and_nothing_beside_it():
     """The files of the imported attnexp package, named from its folder: not a checkout's tests, docs or scripts."""
     import attnexp
@@ -168,12 +199,15 @@ def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(
 @pytest.mark.parametrize(
     "args,words",
     [
-        (["trainer.max_epoch=3"], ["trainer.max_epoch=3 sets trainer.max_epoch", "Did you mean trainer.max_epochs?"]),
+        (
+            ["trainer.max_epoch=3"],
+            ["trainer.max_epoch is not an option of Trainer", "Did you mean trainer.max_epochs?"],
+        ),
         (["data=mnst"], ["data=mnst names no option of the config group data", "Did you mean data=mnist?"]),
         (["mdl.heads=2"], ["Did you mean model.heads?"]),
         (
             ["data=dates", "net.heads=2"],
-            ["net.heads=2 sets net.heads, which is not a key", "Did you mean model.heads?"],
+            ["net.heads is not an option of Seq2Seq", "Did you mean model.heads?"],
         ),
         (["+seed=1"], ["which the config already has: set it without '+' (seed=1)"]),
         (
@@ -185,7 +219,7 @@ def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(
         (["test=maybe"], ["test=maybe is not allowed", "not a valid bool"]),
         (
             ["trainer.max_time=00:00:05:00"],
-            ["pytorch_lightning.Trainer takes max_time: add it with +trainer.max_time=00:00:05:00"],
+            ["an option of Trainer (pytorch_lightning.Trainer) that the config does not list: add it with +trainer"],
         ),
         (["model=dot,euclid"], ["model=dot,euclid gives several values, which makes a sweep", "add --multirun (-m)"]),
         (["hydra.mode=MULTIRUN", "seed=0,1", "--cfg", "job"], ["seed=0,1 gives several values"]),

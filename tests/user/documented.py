@@ -63,11 +63,21 @@ def commands_in(path: Path) -> list[Command]:
             words = tuple(shlex.split(line, comments=True))
         except ValueError:
             continue
-        program = next((w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)), "")
-        if program in PROGRAMS or program == "cd":
-            text = shlex.join(words) if words else line
-            found.append(Command(path.relative_to(REPO).as_posix(), start, text, words))
+        for part in split_at(words, "&&"):  # pip install -e . && attnexp ...: two commands
+            program = next((w for w in part if not re.fullmatch(r"[A-Z_]+=\S*", w)), "")
+            if program in PROGRAMS or program == "cd":
+                found.append(Command(path.relative_to(REPO).as_posix(), start, shlex.join(part), part))
     return found
+
+
+def split_at(words: tuple[str, ...], separator: str) -> list[tuple[str, ...]]:
+    parts: list[list[str]] = [[]]
+    for word in words:
+        if word == separator:
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    return [tuple(p) for p in parts if p]
 
 
 def documented() -> list[Command]:

@@ -1,0 +1,252 @@
+"""The user's tier: every command the documentation shows (README.md, examples/, docs/), run as it is written by the
+installed console scripts, from a folder outside the checkout, with no PYTHONPATH and the machine's default threads,
+one document after another in its own folder, on the small budget that ``ATTNEXP_BUDGET=smoke`` names (the one
+documented way to shorten a command without editing it). The data is the tier's own: small MNIST and Fashion-MNIST
+files, a text, a parallel text, a picture. A command this tier does not run is in :data:`NOT_RUN`, with why."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from documented import Command, documented
+from helpers import REPO, SCRIPTS, command, fake_mnist, user_env
+
+MOST_JOBS = 6  # the largest sweep of docs/ this tier runs (README.md's and examples/ run whole): CI's time
+GPU, CLUSTER, NETWORK = "needs a GPU", "needs a SLURM cluster", "needs the network"
+BENCHMARK = "a benchmark (timings, minutes): tests/unit/test_scripts.py runs each script's smallest form"
+CI_ITSELF = "the install and the test suite's own commands: CI runs them, and this tier inside them"
+NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not run it
+    "pip install -e .": CI_ITSELF,
+    "pip install -e '.[test]'": CI_ITSELF,
+    "pytest -n auto --dist loadgroup": CI_ITSELF,
+    "pytest tests/unit": CI_ITSELF,
+    "attnexp data=cifar10 model=euclid model.heads=4": NETWORK + " (CIFAR-10 is downloaded; tests/unit/"
+    "test_cifar10_loading.py reads files in its format)",
+    "attnexp --multirun hydra/launcher=slurm hydra.launcher.partition=gpu model=dot,euclid seed=0,1,2": CLUSTER,
+}
+NOT_RUN_IN = {  # (document, command) -> why this tier does not run it there
+    ("docs/tensorboard.md", "tensorboard --logdir 'outputs/multirun/<date>/<time>'"): "names a sweep's folder, and the "
+    "document runs no sweep (docs/comparisons.md runs the same command after its sweeps)",
+}
+PLACEHOLDERS = {  # what the documents write for a folder of the user's own
+    "/path/to/data": "data",
+    "../shared/data": "data",
+    "shared/data": "data",
+}
+
+
+def reason_not_run(cmd: Command, jobs: int) -> str | None:
+    """Why a documented command is not run here, or None."""
+    if cmd.text in NOT_RUN or (cmd.file, cmd.text) in NOT_RUN_IN:
+        return NOT_RUN.get(cmd.text) or NOT_RUN_IN[(cmd.file, cmd.text)]
+    if cmd.program == "python" and any(w.startswith("scripts/") for w in cmd.words):
+        return GPU if any("gpu_check" in w for w in cmd.words) else BENCHMARK
+    if any(w in ("trainer=gpu", "trainer=ddp") for w in cmd.words):
+        return GPU
+    if any("nanoGPT" in w for w in cmd.words):
+        return NETWORK + " (a clone of nanoGPT)"
+    if jobs > MOST_JOBS and cmd.file.startswith("docs/"):
+        return f"a sweep of {jobs} jobs, more than the {MOST_JOBS} this tier runs of a command in docs/ (CI's time)"
+    if cmd.program == "attnexp-compare" and any(
+        "<" in w and not w.startswith("outputs/multirun/<date>") for w in cmd.words
+    ):
+        return "compares sweeps named in words (<...>), which the document runs above"
+    return None
+
+
+def jobs_of(cmd: Command) -> int:
+    """How many jobs a command runs: the product of its comma lists (five data sets in experiment=diagnostics)."""
+    jobs = 5 if "experiment=diagnostics" in cmd.words else 1
+    for word in cmd.words:
+        key, _, value = word.partition("=")
+        if value and "," in value and not value.startswith(("[", "'", '"')) and not key.startswith("-"):
+            jobs *= len(value.split(","))
+    if any(w.startswith("hydra.sweeper.n_trials=") for w in cmd.words):
+        jobs = int(next(w for w in cmd.words if w.startswith("hydra.sweeper.n_trials=")).split("=")[1])
+    return jobs
+
+
+COMMANDS = documented()
+DOCUMENTS = list(dict.fromkeys(c.file for c in COMMANDS))
+STATELESS = ("attnexp", "attnexp-check")  # a command of these that names no earlier output computes the same again
+
+
+def plan() -> dict[Command, str | None]:
+    """Each documented command with why it is not run (None: it is run): the reasons above, and a command the same as
+    one run in an earlier place, which would compute the same again."""
+    planned: dict[Command, str | None] = {}
+    ran: dict[str, str] = {}
+    for cmd in COMMANDS:
+        reason = reason_not_run(cmd, jobs_of(cmd))
+        same = ran.get(cmd.text) if cmd.program in STATELESS and "resume=true" not in cmd.words else None
+        planned[cmd] = reason or (f"the same command as {same}" if same else None)
+        if planned[cmd] is None:
+            ran.setdefault(cmd.text, cmd.where)
+    return planned
+
+
+PLAN = plan()
+
+
+def test_every_documented_command_is_run_or_said_why_not():
+    """What is not run is said, and names only commands the documents still show; most run."""
+    shown = {c.text for c in COMMANDS}
+    assert set(NOT_RUN) <= shown and {c for _, c in NOT_RUN_IN} <= shown, sorted(set(NOT_RUN) - shown)
+    run = [c for c, reason in PLAN.items() if reason is None]
+    assert len(run) > len(COMMANDS) / 2 and any(c.file == "README.md" for c in run)
+    assert all(reason for c, reason in PLAN.items() if c not in run)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A user's folder outside the checkout: the examples beside it, as a clone has them; data of the tier's own under
+    data/ (ATTNEXP_DATA_DIR); the files the documents name (book.txt, spa-eng.tsv, three_digits.png); the README's
+    my_project/."""
+    shutil.copytree(
+        REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    data = tmp_path / "data"
+    fake_mnist(data, n_train=6000, n_test=1000)
+    fake_mnist(data, n_train=6000, n_test=1000, seed=1, folder="FashionMNIST")
+    text = " ".join(["el perro come", "la casa es grande", "un gato duerme"] * 400)
+    (data / "tinyshakespeare").mkdir()
+    (data / "tinyshakespeare" / "input.txt").write_text(text)
+    (tmp_path / "book.txt").write_text(text)
+    pairs = ["the dog eats\tel perro come", "the house is big\tla casa es grande", "a cat sleeps\tun gato duerme"]
+    (tmp_path / "spa-eng.tsv").write_text("\n".join(pairs * 200) + "\n")
+    write_png(tmp_path / "three_digits.png", np.random.default_rng(0).integers(0, 256, (28, 84)).astype(np.uint8))
+    project = tmp_path / "my_project"
+    (project / "configs" / "model").mkdir(parents=True)
+    (project / "my_attention.py").write_text(MY_ATTENTION)
+    (project / "configs" / "model" / "mine.yaml").write_text(
+        "_target_: my_attention.MyAttention\n_partial_: true\nheads: 1\n"
+    )
+    return tmp_path
+
+
+MY_ATTENTION = """
+from attnexp.mixers import MultiHeadAttention
+
+
+class MyAttention(MultiHeadAttention):
+    def score(self, q, k):
+        return (q @ k.transpose(-2, -1)) * self.head_dim**-0.5
+"""
+
+
+def write_png(path: Path, image: np.ndarray) -> None:
+    import matplotlib.image
+
+    matplotlib.image.imsave(path, image, cmap="gray")
+
+
+def start_folder(workspace: Path, cmd: Command) -> Path:
+    """Where a document's commands start: its own example's folder where it says "from this folder", the README's
+    my_project/ for the commands of its section on a mixer of one's own, else the user's folder."""
+    if cmd.file == "examples/published_attention/README.md":
+        return workspace / "examples" / "published_attention"
+    if cmd.file == "README.md" and "model=mine" in cmd.words:
+        return workspace / "my_project"
+    return workspace
+
+
+def filled(word: str, cwd: Path, workspace: Path) -> str:
+    """A word with the document's placeholders filled: the data folder, the newest sweep, a run of the right kind."""
+    for written, ours in PLACEHOLDERS.items():
+        if word.endswith(f"={written}"):
+            return word.replace(written, str(workspace / ours))
+    if "outputs/multirun/<date>/<time>" in word:
+        sweeps = sorted((cwd / "outputs" / "multirun").glob("*/*"), key=lambda p: p.stat().st_mtime)
+        assert sweeps, f"no sweep in {cwd} to stand for outputs/multirun/<date>/<time>"
+        return word.replace("outputs/multirun/<date>/<time>", str(sweeps[-1]))
+    return word
+
+
+def run_folder_for(word: str, cwd: Path, kind: str) -> str:
+    """``run=outputs/runs/<run>/seed=0`` (or ``outputs/runs/...``): the newest run of ``kind`` data made here."""
+    runs = sorted((cwd / "outputs" / "runs").glob(f"*_{kind}_*/seed=*"), key=lambda p: p.stat().st_mtime)
+    assert runs, f"no run of data={kind} in {cwd} for {word}"
+    return f"run={runs[-1]}"
+
+
+PREDICTED = {"prompt": "corpus", "source": "dates", "image": "captions"}  # what a prediction needs a run of
+
+
+def prepared(cmd: Command, cwd: Path, workspace: Path) -> tuple[list[str], dict[str, str]]:
+    """The command's words as the shell runs them, with the placeholders filled, and its environment assignments."""
+    env, words = {}, []
+    for word in cmd.words:
+        if not words and re.fullmatch(r"[A-Z_]+=\S*", word):
+            key, _, value = filled(word, cwd, workspace).partition("=")
+            env[key] = value
+        elif word.startswith("run=outputs/runs/"):
+            asked = next(k for k in PREDICTED if any(w.startswith(f"{k}=") for w in cmd.words))
+            words.append(run_folder_for(word, cwd, PREDICTED[asked]))
+        else:
+            words.append(filled(word, cwd, workspace))
+    return words, env
+
+
+def tensorboard_serves(words: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``tensorboard --logdir ...`` serves until stopped: started, its address awaited, stopped."""
+    proc = subprocess.Popen(
+        [*words, "--port", "0", "--host", "127.0.0.1"],
+        cwd=cwd,
+        env=user_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    said = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        said += line
+        if "http://" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    return subprocess.CompletedProcess(words, 0 if "http://" in said else 1, said, "")
+
+
+def run_command(cmd: Command, cwd: Path, workspace: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run one documented command where the document has got to; return what it did and where the next one runs."""
+    if cmd.program == "cd":
+        return subprocess.CompletedProcess(cmd.words, 0, "", ""), cwd / cmd.words[1]
+    words, env = prepared(cmd, cwd, workspace)
+    if words[0] == "pip":  # the document's own install, into a folder of the tier's: the test environment stays as is
+        target = workspace / "site"
+        words = [str(SCRIPTS / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+                 str(target), *words[2:]]  # fmt: skip
+        proc = subprocess.run(words, cwd=cwd, env=user_env(env), capture_output=True, text=True, timeout=600)
+        return proc, cwd
+    if words[0] == "tensorboard":
+        return tensorboard_serves([str(SCRIPTS / "tensorboard"), *words[1:]], cwd, env), cwd
+    installed = {"PYTHONPATH": str(workspace / "site")} if (workspace / "site").is_dir() else {}
+    proc = subprocess.run(
+        command(*words), cwd=cwd, env=user_env({"ATTNEXP_BUDGET": "smoke", **installed, **env}),
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    return proc, cwd
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_the_documents_commands_run_as_written(document, workspace):
+    ran, failures = [], []
+    cwd = None
+    for cmd in (c for c in COMMANDS if c.file == document):
+        if PLAN[cmd]:
+            continue
+        cwd = start_folder(workspace, cmd) if cwd is None or cmd.file.startswith("README") else cwd
+        proc, cwd = run_command(cmd, cwd, workspace)
+        ran.append(cmd.where)
+        if proc.returncode != 0:
+            failures.append(
+                f"{cmd.where} {cmd.text}: exit {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+            )
+    assert not failures, "\n\n".join(failures)
