@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs")
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
@@ -65,3 +66,13 @@ def configure(multirun: bool) -> None:
     files = [h for h in root.handlers if isinstance(h, logging.FileHandler)]  # Hydra's train.log
     for name in QUIET_IN_SWEEPS if multirun else ():
         logging.getLogger(name).handlers, logging.getLogger(name).propagate = list(files), False
+
+
+def detach_files(folder: Path) -> None:
+    """Stop logging into ``folder`` (Hydra's train.log handler there): a start that does not run writes nothing into
+    the folder of the run that does."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+        if Path(handler.baseFilename).is_relative_to(Path(folder).absolute()):
+            root.removeHandler(handler)
+            handler.close()

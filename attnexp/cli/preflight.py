@@ -204,7 +204,7 @@ def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
 def check_folders(jobs: list[DictConfig]) -> None:
     """Each job's folder (from its identity and seed): not shared by two jobs, not still training, and holding no
     unfinished run unless ``resume=true`` continues it."""
-    from attnexp.runs.folders import check_writable, run_folder, state
+    from attnexp.runs.folders import check_writable, refusal, run_folder, state
 
     check_writable(jobs[0].paths.log_dir)
     found: dict[str, list[str]] = {}
@@ -212,14 +212,9 @@ def check_folders(jobs: list[DictConfig]) -> None:
     for cfg in jobs:
         folder = run_folder(_root_=cfg)
         found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
-        kind, record = state(folder)
-        if kind == "running":
-            problems.append(f"{folder} is still being trained by process {record.get('pid')} (wait for it, or stop it)")
-        elif kind == "unfinished" and not cfg.resume:
-            problems.append(
-                f"{folder} holds an unfinished run of these settings (status {record.get('status')}): add "
-                "resume=true to continue it from its last checkpoint, or delete the folder to start again"
-            )
+        refused = refusal(folder, *state(folder), bool(cfg.resume))
+        if refused:
+            problems.append(refused)
     shared = [f"{' and '.join(names)} into {folder}" for folder, names in found.items() if len(names) > 1]
     if shared:
         problems.insert(

@@ -18,10 +18,10 @@ from attnexp import build
 from attnexp.build import network as build_net
 from attnexp.cli import console, failures, preflight, report, schema, search_path
 from attnexp.cli.budget import with_budget
-from attnexp.cli.typos import quote_path
+from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.hardware import cores, sweep_jobs, threads_per_job
-from attnexp.runs import folders
+from attnexp.runs import folders, lock
 from attnexp.runs.record import RunRecord
 
 CONFIG_DIR = str(build.config_dir())
@@ -94,6 +94,13 @@ def main(cfg: DictConfig) -> Any:
         for line in report.finished(folder, found):
             log.info(line)
         return found.get(metric or "val/acc_best")
+    try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
+        lock.take(folder)
+    except lock.Busy as busy:
+        return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
+    kind, found = folders.state(folder)  # again, under the lock: the other start may have ended meanwhile
+    if kind == "finished" or folders.refusal(folder, kind, found, bool(cfg.get("resume"))):
+        return refused(folder, folders.refusal(folder, kind, found, bool(cfg.get("resume"))), multirun, found, metric)
     if kind == "restart":
         log.info(report.restarted(folder, found))
     overrides = [str(o) for o in hydra_cfg.overrides.task]
@@ -116,6 +123,24 @@ def main(cfg: DictConfig) -> Any:
         if multirun:
             return float("nan")  # the sweep goes on; its end reports this job
         raise SystemExit(EXIT_CODES[status]) from None
+
+
+def refused(
+    folder: Path, why: str | None, multirun: bool, found: dict[str, Any] | None = None, metric: str | None = None
+) -> Any:
+    """A start of a run that another process trains, or has finished, since the pre-flight stage looked: a sweep's
+    job is skipped, saying so; a single run is bad input (exit status 2). Nothing of this start reaches the folder's
+    train.log."""
+    console.detach_files(folder)
+    if why is None:  # finished meanwhile
+        for line in report.finished(folder, found or {}):
+            log.info(line)
+        return (found or {}).get(metric or "val/acc_best")
+    if multirun:
+        log.warning(f"Job {report.job_name()} skipped: {why}.")
+        return float("nan")
+    print(f"Bad input: {why}. {NOTHING}", file=sys.stderr)
+    raise SystemExit(EXIT_CODES["bad_input"])
 
 
 def build_callback(node: DictConfig, record: RunRecord) -> Any:

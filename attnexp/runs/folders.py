@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnexp import identity
 from attnexp.errors import AttnexpError
-from attnexp.runs import metrics_file
+from attnexp.runs import lock, metrics_file
 from attnexp.settings import config_record
 
 SHOWN = 8  # hex digits of the identity in a folder name
@@ -79,15 +79,37 @@ def check_writable(root: str | Path) -> None:
 
 
 def state(folder: str | Path) -> tuple[str, dict[str, Any]]:
-    """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process still runs),
-    ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to continue from) or ``restart`` (stopped before
-    its first checkpoint: nothing to continue), with its record."""
+    """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process holds the folder's
+    lock), ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to continue from), ``restart`` (stopped
+    before its first checkpoint: nothing to continue) or ``orphaned`` (checkpoints, but no record), with its record."""
     record = metrics_file.read(folder)
+    checkpoints = any((Path(folder) / "checkpoints").glob("*.ckpt"))
     if not record:
-        return "new", {}
+        return ("orphaned" if checkpoints else "new"), {}
     status = metrics_file.current_status(record, folder)
     if status in FINISHED:
         return "finished", record
     if status in (metrics_file.RUNNING, metrics_file.TRAINED):
         return "running", record
-    return ("unfinished" if any((Path(folder) / "checkpoints").glob("*.ckpt")) else "restart"), record
+    return ("unfinished" if checkpoints else "restart"), record
+
+
+def refusal(folder: str | Path, kind: str, record: dict[str, Any], resume: bool) -> str | None:
+    """Why a start of the run of ``folder`` (what :func:`state` found) is refused, or None: a run still training, an
+    unfinished one without ``resume=true``, checkpoints without a record (a fresh start would mix with them)."""
+    if kind == "running":
+        pid = lock.holder(folder) or record.get("pid")
+        return f"{folder} is being trained by process {pid} (wait for it to end, or stop it)"
+    if kind == "unfinished" and not resume:
+        status = metrics_file.current_status(record, folder)
+        return (
+            f"{folder} holds an unfinished run of these settings (status {status}): add resume=true to continue it "
+            "from its last checkpoint, or delete the folder to start again"
+        )
+    if kind == "orphaned" and not resume:
+        return (
+            f"{folder} holds checkpoints of these settings but no record (metrics.json), so a fresh start would mix "
+            "with them: add resume=true to continue from checkpoints/last.ckpt (with a new record), or delete the "
+            "folder to start again"
+        )
+    return None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attnexp.errors import AttnexpError
+from attnexp.runs import lock
 
 FILE = "metrics.json"
 # running -> trained (fit done, test to come) -> ok; or failed, diverged, interrupted, bad_input (a setting or file
@@ -62,20 +63,29 @@ def folders(root: str | Path) -> list[Path]:
 
 
 def write(folder: str | Path, record: Mapping[str, Any]) -> None:
-    """Write atomically: a reader never sees half a file."""
+    """Write atomically, through a temporary file of this writer's own: a reader never sees half a file, and a
+    failed write (a full disk) leaves the record as it was and no temporary file."""
     file = path(folder)
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, file)
+    tmp = file.with_name(f"{FILE}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, file)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def current_status(record: Mapping[str, Any], folder: str | Path) -> str:
-    """The status as it stands now: ``abandoned`` for a record at ``running`` or ``trained`` whose process (on this
-    host) is gone, killed or crashed before it could say so; else the recorded one."""
+    """The status as it stands now: ``abandoned`` for a record at ``running`` or ``trained`` whose process is gone,
+    killed or crashed before it could say so (the folder's lock is free: :mod:`attnexp.runs.lock`; a folder without
+    one, on this host, by the process table); else the recorded one."""
     status = str(record.get("status", "?"))
+    if status not in (RUNNING, TRAINED):
+        return status
+    if lock.has_lock_file(folder):
+        return status if lock.holder(folder) is not None else ABANDONED
     here = record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int)
-    if status in (RUNNING, TRAINED) and here and not process_alive(record["pid"], since=path(folder).stat().st_mtime):
+    if here and not process_alive(record["pid"], since=path(folder).stat().st_mtime):
         return ABANDONED
     return status
 

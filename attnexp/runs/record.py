@@ -43,14 +43,17 @@ class RunRecord:
         what = folders.what_ran(cfg, choices, searchpath)
         found = metrics_file.read(folder)
         process = {"host": socket.gethostname(), "pid": os.getpid(), "python": sys.executable, "cwd": os.getcwd()}
+        resume = {"at": now(), "command": command, "from": None}
         if found.get("identity") == what["identity"] and found.get("schema") == identity.SCHEMA:
-            resumes = [*found.get("resumed", []), {"at": now(), "command": command, "from": None}]
-            return cls(folder, {**found, **process, "resumed": resumes}, resumed=True)
+            return cls(folder, {**found, **process, "resumed": [*found.get("resumed", []), resume]}, resumed=True)
         config = config_record(cfg)
         named = {"mixer": choices.get("model"), **{g: choices.get(g) for g in ("data", "net", "task")}}
         fields = {"schema": identity.SCHEMA, **named, "seed": config.get("seed"), **what, "command": command}
         fields |= {"overrides": overrides, "started": now(), "resumed": [], "choices": choices, "config": config}
-        return cls(folder, {**fields, "leaves_out": list(NOT_METHOD), **process})
+        orphaned = not found and bool(cfg.get("resume")) and any((folder / "checkpoints").glob("*.ckpt"))
+        if orphaned:  # checkpoints whose record is gone: continued under a new record that says so
+            fields["resumed"] = [resume]
+        return cls(folder, {**fields, "leaves_out": list(NOT_METHOD), **process}, resumed=orphaned)
 
     def write(self, **fields: Any) -> None:
         """Add ``fields`` and write the whole record (atomically); a new status is added to ``history``."""
