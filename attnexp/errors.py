@@ -19,6 +19,10 @@ class OutOfMemory(AttnexpError):
     elsewhere)."""
 
 
+class DiskFull(AttnexpError):
+    """A write found no space: explained, but a failed run (exit status 1): ``resume=true`` continues once there is."""
+
+
 class MixerError(AttnexpError):
     """A mixer's own code failed or broke the call contract while it ran (an output of another shape, an exception
     inside it): explained with the mixer's class and where in its code, but a failed run (exit status 1), not bad
@@ -43,7 +47,8 @@ def root_cause(err: BaseException) -> BaseException:
 def is_bad_input(err: BaseException) -> bool:
     """An error caused by the user's config or files rather than by training."""
     cause = root_cause(err)
-    return isinstance(cause, (AttnexpError, ValueError, TypeError)) and not isinstance(cause, (OutOfMemory, MixerError))
+    failed = (OutOfMemory, MixerError, DiskFull)
+    return isinstance(cause, (AttnexpError, ValueError, TypeError)) and not isinstance(cause, failed)
 
 
 def explain(err: BaseException) -> str:

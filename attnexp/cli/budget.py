@@ -1,18 +1,40 @@
-"""``ATTNEXP_BUDGET=NAME``: every ``attnexp`` and ``attnexp-check`` command runs as if ``+budget=NAME`` ended it (an
-option of configs/budget/, e.g. ``smoke``), so a documented command can be tried end to end on a small budget as it
-is written (docs/configuration.md)."""
+"""``ATTNEXP_BUDGET=NAME``: every ``attnexp`` and ``attnexp-check`` command runs on the budget of
+``configs/budget/NAME.yaml`` (e.g. ``smoke``), whose keys are added after the command's own, so they win over a
+budget the command sets (``trainer.max_epochs=10``): a documented command is tried end to end as it is written, in
+seconds (docs/configuration.md). ``+budget=NAME`` on a command line is the same config group, under the command's own
+values."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from attnexp.build import config_dir
+from attnexp.errors import AttnexpError
 
 ENV = "ATTNEXP_BUDGET"
 
 
+def flat(node: Any, where: str = "") -> Iterator[str]:
+    """``key=value`` overrides of a plain config's leaves."""
+    for key, value in node.items():
+        full = f"{where}.{key}" if where else str(key)
+        yield from flat(value, full) if isinstance(value, dict) else [f"{full}={value}"]
+
+
 def with_budget(args: Sequence[str]) -> list[str]:
-    """``args`` with ``+budget=NAME`` added when :data:`ENV` names one and the command names none."""
+    """``args`` with the keys of the budget :data:`ENV` names added after its last override (before flags that
+    follow it, such as ``--cfg job``); ``args`` as they are when it names none."""
     args, name = list(args), os.environ.get(ENV, "").strip()
-    if not name or any(a.lstrip("+~").startswith("budget=") for a in args):
+    if not name:
         return args
-    return [*args, f"+budget={name}"]
+    file = config_dir() / "budget" / f"{name}.yaml"
+    if not file.is_file():
+        known = ", ".join(sorted(p.stem for p in file.parent.glob("*.yaml")))
+        raise AttnexpError(f"{ENV}={name} names no budget: the budgets are {known} (configs/budget/).")
+    keys = list(flat(OmegaConf.to_container(OmegaConf.load(file))))
+    last = max((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), default=-1)
+    return [*args[: last + 1], *keys, *args[last + 1 :]]

@@ -70,8 +70,8 @@ def main(cfg: DictConfig) -> Any:
 
 def cli() -> None:
     """Console script ``attnexp-check``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
-    sys.argv[1:] = with_budget(FLAGS.get(a, a) for a in sys.argv[1:])
     try:
+        sys.argv[1:] = with_budget(FLAGS.get(a, a) for a in sys.argv[1:])
         preflight.check(sys.argv[1:], CONFIG_DIR, "check", folders=False)
     except AttnexpError as err:
         print(f"attnexp-check: {err}", file=sys.stderr)

@@ -4,7 +4,9 @@ failure's traceback kept in the run's train.log."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -12,8 +14,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attnexp import build
-from attnexp.cli import report
-from attnexp.errors import explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
+from attnexp.cli import console, report
+from attnexp.errors import DiskFull, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
 from attnexp.runs import metrics_file
 from attnexp.runs.record import RunRecord
 
@@ -21,13 +23,15 @@ from attnexp.runs.record import RunRecord
 def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
     """Explain and record how a run stopped; return its status. The record says it (the folder's record of another
     process is left as it was), the console gets one paragraph, train.log the traceback of a failure."""
-    raised, err = err, explained(cfg, err)
+    raised, err = err, explained(cfg, err, record.folder)
     if isinstance(raised, (KeyboardInterrupt, SystemExit)):
         status, error = metrics_file.INTERRUPTED, report.INTERRUPTED
     else:
         status, error = (metrics_file.BAD_INPUT if is_bad_input(err) else metrics_file.FAILED), explain(err)
     if record.fields.get("status") == metrics_file.DIVERGED:  # said by the record keeper, with the step
         status, error = metrics_file.DIVERGED, record.fields.get("error", error)
+    if isinstance(err, DiskFull):  # train.log can take no more either: the paragraph goes to the console alone
+        console.detach_files(record.folder)
     if record.ours():
         record.write(status=status, error=error)
     logs = log_file() if status == metrics_file.FAILED else None
@@ -35,21 +39,61 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         logging.getLogger("attnexp").info(report.result_line(record.folder)[0])
     else:
         logging.getLogger("attnexp").error(report.failure(status, explain(err), logs))
-    if status != metrics_file.INTERRUPTED:
+    if status != metrics_file.INTERRUPTED and not isinstance(err, DiskFull):
         keep_traceback(raised)
     return status
 
 
-def explained(cfg: DictConfig, err: BaseException) -> BaseException:
-    """``err`` as the user reads it: a failed allocation or an error inside a mixer explained, any other as it is."""
+def explained(cfg: DictConfig, err: BaseException, folder: Path | None = None) -> BaseException:
+    """``err`` as the user reads it: a failed allocation, a full disk or an error inside a mixer explained, any other
+    as it is."""
     cause = root_cause(err)
     if is_out_of_memory(cause):
         return out_of_memory(cfg, cause, build.parameter_count(cfg))
+    if folder is not None and is_disk_full(err):
+        return disk_full(folder)
     if "torch" not in sys.modules:  # no mixer has run before torch is imported
         return err
     from attnexp.mixers.faults import explain_mixer_failure
 
     return explain_mixer_failure(err)
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """A write that found no space: ENOSPC anywhere in the chain, or torch's own words for it."""
+    while err is not None:
+        if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or "file write failed" in str(err):
+            return True
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return False
+
+
+def disk_full(folder: Path) -> DiskFull:
+    """The paragraph for a run that found no space to write: where, how much is free, what a checkpoint needs, and the
+    checkpoints cut short by it (named: a resumed run passes over them to the newest intact one)."""
+    from attnexp.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
+
+    free = shutil.disk_usage(folder).free
+    checkpoints = sorted((folder / "checkpoints").glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    damaged = []
+    for path in checkpoints:
+        try:
+            read_checkpoint(path)
+        except DamagedCheckpoint:
+            damaged.append(path.name)
+    intact = [p for p in checkpoints if p.name not in damaged]
+    size = max((p.stat().st_size for p in intact), default=0)
+    need = (
+        f" An epoch writes up to two checkpoints of {size / 2**20:.1f} MiB: free {2 * size / 2**20:.1f} MiB at least."
+        if size
+        else ""
+    )
+    cut = f" Cut short by it, damaged: {', '.join(damaged)}." if damaged else ""
+    return DiskFull(
+        f"No space left on the disk of {report.shown(folder)} ({free / 2**20:.1f} MiB free).{need}{cut} Make "
+        "room there (or move the runs with paths.log_dir=/another/disk), then run the same command with "
+        "resume=true: it continues from the newest intact checkpoint."
+    )
 
 
 def log_file() -> Path | None:

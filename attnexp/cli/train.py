@@ -165,8 +165,8 @@ def joblib_jobs() -> int | None:
 def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
-    args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
     try:
+        args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
             with console.quiet(logging.ERROR, "attnexp"):
                 preflight.check(args, CONFIG_DIR)

@@ -3,6 +3,7 @@ docs/comparisons.md#the-run-record): the status values and the one reader and wr
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -67,10 +68,15 @@ def write(folder: str | Path, record: Mapping[str, Any]) -> None:
     failed write (a full disk) leaves the record as it was and no temporary file."""
     file = path(folder)
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_name(f"{FILE}.{os.getpid()}.tmp")
+    tmp, text = file.with_name(f"{FILE}.{os.getpid()}.tmp"), json.dumps(record, indent=2, sort_keys=True) + "\n"
     try:
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(text)
         os.replace(tmp, file)
+    except OSError as err:
+        if err.errno != errno.ENOSPC or not file.exists():
+            raise
+        tmp.unlink(missing_ok=True)
+        file.write_text(text)  # a full disk: in place, into the blocks the old record frees (a failure's last word)
     finally:
         tmp.unlink(missing_ok=True)
 

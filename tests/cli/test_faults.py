@@ -152,3 +152,37 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
     assert "trains on batches of 64" in message and "Lower data.batch_size" in message and "net.dim" in message
     (run,) = run_dirs(tmp_path / "outputs")
     assert read_metrics(run)["status"] == "failed" and read_metrics(run)["error"].startswith("Out of memory")
+
+
+def test_a_full_disk_ends_in_one_paragraph_a_failed_record_and_no_temporary_file(tmp_path):
+    """The run writes into a small tmpfs (mounted in a mount namespace of the test's own) until a checkpoint finds no
+    space: one paragraph naming the folder, the space to make and the checkpoint cut short; the record says failed;
+    no temporary file is left; resume=true then continues from the newest intact checkpoint."""
+    import shutil
+    import subprocess
+
+    from helpers import command, read_metrics, run_cli
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare: a tmpfs needs a mount namespace")
+    args = ["net.depth=2", "net.dim=64", "net.prenorm=true", "trainer.max_epochs=4"]
+    attnexp = " ".join(command("attnexp", *args, "callbacks.progress_bar.refresh_rate=0", "paths.log_dir=mnt/out"))
+    script = f"""
+mkdir -p mnt && mount -t tmpfs -o size=1500k tmpfs mnt || exit 77
+{attnexp} > out.txt 2> err.txt; echo $? > code
+cp -r mnt/out copy
+"""
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    if done.returncode == 77:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    said = (tmp_path / "err.txt").read_text()
+    assert (tmp_path / "code").read_text().strip() == "1", said
+    (run,) = {p.parent for p in (tmp_path / "copy").rglob("metrics.json")}
+    record = read_metrics(run)
+    assert record["status"] == "failed" and record["error"].startswith("No space left on the disk of"), record
+    paragraph = next(line for line in said.splitlines() if line.startswith("Run failed"))
+    assert "MiB at least" in paragraph and "resume=true" in paragraph and "Traceback" not in said, said
+    damaged = [p.name for p in (run / "checkpoints").glob("*.ckpt") if p.name in paragraph]
+    assert damaged and not list(run.rglob("*.tmp")), (damaged, sorted(p.name for p in run.rglob("*")))
+    resumed = run_cli(tmp_path, *args, "callbacks.progress_bar.refresh_rate=0", "paths.log_dir=copy", "resume=true")
+    assert "Resuming from" in resumed.stderr and read_metrics(run)["status"] == "ok", resumed.stderr[-2000:]

@@ -17,7 +17,7 @@ import pytest
 from documented import Command, documented
 from helpers import REPO, SCRIPTS, command, fake_mnist, user_env
 
-MOST_JOBS = 6  # the largest sweep of docs/ this tier runs (README.md's and examples/ run whole): CI's time
+MOST_JOBS = 4  # the largest sweep of docs/ this tier runs (README.md's and examples/ run whole): CI's time
 GPU, CLUSTER, NETWORK = "needs a GPU", "needs a SLURM cluster", "needs the network"
 BENCHMARK = "a benchmark (timings, minutes): tests/unit/test_scripts.py runs each script's smallest form"
 CI_ITSELF = "the install and the test suite's own commands: CI runs them, and this tier inside them"
@@ -34,6 +34,7 @@ NOT_RUN_IN = {  # (document, command) -> why this tier does not run it there
     ("docs/tensorboard.md", "tensorboard --logdir 'outputs/multirun/<date>/<time>'"): "names a sweep's folder, and the "
     "document runs no sweep (docs/comparisons.md runs the same command after its sweeps)",
 }
+BUDGET = {"ATTNEXP_BUDGET": "smoke"}  # the one documented way to shorten a command without editing it
 PLACEHOLDERS = {  # what the documents write for a folder of the user's own
     "/path/to/data": "data",
     "../shared/data": "data",
@@ -114,7 +115,8 @@ def workspace(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     fake_mnist(data, n_train=6000, n_test=1000)
     fake_mnist(data, n_train=6000, n_test=1000, seed=1, folder="FashionMNIST")
-    text = " ".join(["el perro come", "la casa es grande", "un gato duerme"] * 400)
+    words = np.random.default_rng(0).choice(["el", "perro", "come", "la", "casa", "es", "grande", "un", "gato"], 20000)
+    text = " ".join(words)
     (data / "tinyshakespeare").mkdir()
     (data / "tinyshakespeare" / "input.txt").write_text(text)
     (tmp_path / "book.txt").write_text(text)
@@ -146,14 +148,14 @@ def write_png(path: Path, image: np.ndarray) -> None:
     matplotlib.image.imsave(path, image, cmap="gray")
 
 
-def start_folder(workspace: Path, cmd: Command) -> Path:
-    """Where a document's commands start: its own example's folder where it says "from this folder", the README's
-    my_project/ for the commands of its section on a mixer of one's own, else the user's folder."""
-    if cmd.file == "examples/published_attention/README.md":
-        return workspace / "examples" / "published_attention"
-    if cmd.file == "README.md" and "model=mine" in cmd.words:
-        return workspace / "my_project"
-    return workspace
+def folder_of_mixer(workspace: Path, cmd: Command) -> Path | None:
+    """The folder whose ``configs/model/`` holds a mixer the command names, where the documents run it ("from this
+    folder", "from a copy of the example folder"; the README's my_project/); None for a command that names none."""
+    named = {m for w in cmd.words if w.startswith("model=") for m in w.removeprefix("model=").split(",")}
+    for configs in sorted(workspace.glob("**/configs/model")):
+        if any((configs / f"{m}.yaml").is_file() for m in named):
+            return configs.parent.parent
+    return None
 
 
 def filled(word: str, cwd: Path, workspace: Path) -> str:
@@ -228,10 +230,8 @@ def run_command(cmd: Command, cwd: Path, workspace: Path) -> tuple[subprocess.Co
     if words[0] == "tensorboard":
         return tensorboard_serves([str(SCRIPTS / "tensorboard"), *words[1:]], cwd, env), cwd
     installed = {"PYTHONPATH": str(workspace / "site")} if (workspace / "site").is_dir() else {}
-    proc = subprocess.run(
-        command(*words), cwd=cwd, env=user_env({"ATTNEXP_BUDGET": "smoke", **installed, **env}),
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+    shell = {**BUDGET, "ATTNEXP_DATA_DIR": str(workspace / "data"), **installed, **env}  # the user's exports
+    proc = subprocess.run(command(*words), cwd=cwd, env=user_env(shell), capture_output=True, text=True, timeout=1200)
     return proc, cwd
 
 
@@ -242,7 +242,7 @@ def test_the_documents_commands_run_as_written(document, workspace):
     for cmd in (c for c in COMMANDS if c.file == document):
         if PLAN[cmd]:
             continue
-        cwd = start_folder(workspace, cmd) if cwd is None or cmd.file.startswith("README") else cwd
+        cwd = folder_of_mixer(workspace, cmd) or cwd or workspace  # else where the document's last command ran
         proc, cwd = run_command(cmd, cwd, workspace)
         ran.append(cmd.where)
         if proc.returncode != 0:
