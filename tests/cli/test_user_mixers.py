@@ -213,3 +213,16 @@ def test_a_run_that_failed_before_its_first_checkpoint_runs_again_when_asked_aga
     again = attnexp(folder, *budget)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "stopped before its first checkpoint" in again.stderr and "runs again from the start" in again.stderr
+
+
+def test_a_search_path_folder_is_checked_without_a_false_error(tmp_path):
+    """``hydra.searchpath`` names the folder from elsewhere: the kit passes and stderr holds no error (the identity of
+    the run reads the user's code from its files: nothing is imported before the folder is importable)."""
+    folder = user_folder(tmp_path / "mine")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = attnexp(
+        elsewhere, "model=mine", f"hydra.searchpath=[file://{folder}/configs]", "--no-speed", module="attnexp.cli.check"
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Error" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr, proc.stderr
