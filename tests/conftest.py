@@ -43,3 +43,14 @@ def cli(tmp_path):
         return tmp_path, proc
 
     return _run
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The user's tier's own time, whatever else ran beside it (CI records it)."""
+    reports = [r for kind in ("passed", "failed") for r in terminalreporter.stats.get(kind, [])]
+    user = [r for r in reports if getattr(r, "when", "") == "call" and "tests/user/" in r.nodeid]
+    if user:
+        total = sum(r.duration for r in user)
+        terminalreporter.write_line(
+            f"user's tier: {len(user)} tests, {total:.0f} s of test time ({total / 60:.1f} min)"
+        )
