@@ -42,11 +42,16 @@ def test_what_a_run_folder_holds_decides_what_a_new_start_does(tmp_path):
         "diverged": ({"status": "diverged", **alive}, "finished"),  # a rerun would diverge again
         "interrupted": ({"status": "interrupted", **alive}, "unfinished"),
         "failed": ({"status": "failed", **alive}, "unfinished"),
+        "failed before its first checkpoint": ({"status": "failed", **alive}, "restart"),  # nothing to continue
         "training": ({"status": "running", **alive}, "running"),
+        "checkpoints without a record": ({}, "orphaned"),
     }
     for name, (record, kind) in cases.items():
         if record:
             metrics_file.write(tmp_path / name, record)
+        if kind in ("unfinished", "orphaned"):
+            (tmp_path / name / "checkpoints").mkdir(parents=True)
+            (tmp_path / name / "checkpoints" / "last.ckpt").write_bytes(b"")
         assert state(tmp_path / name)[0] == kind, name
 
 
