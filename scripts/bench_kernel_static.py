@@ -23,6 +23,7 @@ import os
 import platform
 import re
 import tempfile
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -46,28 +47,32 @@ TILES = {
 
 
 @triton.jit
+def rows_of(X, bh, n, start, s_r, BLOCK: tl.constexpr, D: tl.constexpr):
+    """The pointers of BLOCK rows of a (B * H, n, D) tensor from ``start``.  # (BLOCK, D)"""
+    return X + bh * n * s_r + (start + tl.arange(0, BLOCK))[:, None] * s_r + tl.arange(0, D)[None, :]
+
+
+@triton.jit
 def flash_forward(Q, K, V, OUT, LSE, s_r, n, c, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
     """softmax(q k^T c) v, c = scale log2(e), for BLOCK_M queries of (B * H, n, D) rows."""
     bh = tl.program_id(0).to(tl.int64)
     start_m = tl.program_id(1) * BLOCK_M
-    rows, cols, dims = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
-    base = bh * n * s_r
-    q = tl.load(Q + base + (start_m + rows)[:, None] * s_r + dims[None, :])
+    q = tl.load(rows_of(Q, bh, n, start_m, s_r, BLOCK_M, D))
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
     for start_n in range(0, n, BLOCK_N):
-        k = tl.load(K + base + (start_n + cols)[:, None] * s_r + dims[None, :])
+        k = tl.load(rows_of(K, bh, n, start_n, s_r, BLOCK_N, D))
         s = tl.dot(q, tl.trans(k)) * c
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
-        v = tl.load(V + base + (start_n + cols)[:, None] * s_r + dims[None, :])
+        v = tl.load(rows_of(V, bh, n, start_n, s_r, BLOCK_N, D))
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
-    tl.store(OUT + base + (start_m + rows)[:, None] * s_r + dims[None, :], (acc / l_i[:, None]).to(tl.bfloat16))
-    tl.store(LSE + bh * n + start_m + rows, m_i + tl.log2(l_i))
+    tl.store(rows_of(OUT, bh, n, start_m, s_r, BLOCK_M, D), (acc / l_i[:, None]).to(tl.bfloat16))
+    tl.store(LSE + bh * n + start_m + tl.arange(0, BLOCK_M), m_i + tl.log2(l_i))
 
 
 @triton.jit
@@ -76,23 +81,21 @@ def flash_backward_keys(Q, K, V, DO, LSE, DELTA, DK, DV, s_r, n, c, BLOCK_N: tl.
     """dK and dV of BLOCK_N keys over every query tile."""
     bh = tl.program_id(0).to(tl.int64)
     start_n = tl.program_id(1) * BLOCK_N
-    keys, queries, dims = tl.arange(0, BLOCK_N), tl.arange(0, BLOCK_M), tl.arange(0, D)
-    base = bh * n * s_r
-    k = tl.load(K + base + (start_n + keys)[:, None] * s_r + dims[None, :])
-    v = tl.load(V + base + (start_n + keys)[:, None] * s_r + dims[None, :])
+    k = tl.load(rows_of(K, bh, n, start_n, s_r, BLOCK_N, D))
+    v = tl.load(rows_of(V, bh, n, start_n, s_r, BLOCK_N, D))
     dk = tl.zeros((BLOCK_N, D), tl.float32)
     dv = tl.zeros((BLOCK_N, D), tl.float32)
     for start_m in range(0, n, BLOCK_M):
-        q = tl.load(Q + base + (start_m + queries)[:, None] * s_r + dims[None, :])
-        do = tl.load(DO + base + (start_m + queries)[:, None] * s_r + dims[None, :])
-        lse = tl.load(LSE + bh * n + start_m + queries)
-        delta = tl.load(DELTA + bh * n + start_m + queries)
+        q = tl.load(rows_of(Q, bh, n, start_m, s_r, BLOCK_M, D))
+        do = tl.load(rows_of(DO, bh, n, start_m, s_r, BLOCK_M, D))
+        lse = tl.load(LSE + bh * n + start_m + tl.arange(0, BLOCK_M))
+        delta = tl.load(DELTA + bh * n + start_m + tl.arange(0, BLOCK_M))
         p = tl.exp2(tl.dot(k, tl.trans(q)) * c - lse[None, :])
         dv += tl.dot(p.to(tl.bfloat16), do)
         ds = p * (tl.dot(v, tl.trans(do)) - delta[None, :])
         dk += tl.dot(ds.to(tl.bfloat16), q)
-    tl.store(DK + base + (start_n + keys)[:, None] * s_r + dims[None, :], dk.to(tl.bfloat16))
-    tl.store(DV + base + (start_n + keys)[:, None] * s_r + dims[None, :], dv.to(tl.bfloat16))
+    tl.store(rows_of(DK, bh, n, start_n, s_r, BLOCK_N, D), dk.to(tl.bfloat16))
+    tl.store(rows_of(DV, bh, n, start_n, s_r, BLOCK_N, D), dv.to(tl.bfloat16))
 
 
 @triton.jit
@@ -101,20 +104,18 @@ def flash_backward_queries(Q, K, V, DO, LSE, DELTA, DQ, s_r, n, c, BLOCK_M: tl.c
     """dQ of BLOCK_M queries over every key tile."""
     bh = tl.program_id(0).to(tl.int64)
     start_m = tl.program_id(1) * BLOCK_M
-    queries, keys, dims = tl.arange(0, BLOCK_M), tl.arange(0, BLOCK_N), tl.arange(0, D)
-    base = bh * n * s_r
-    q = tl.load(Q + base + (start_m + queries)[:, None] * s_r + dims[None, :])
-    do = tl.load(DO + base + (start_m + queries)[:, None] * s_r + dims[None, :])
-    lse = tl.load(LSE + bh * n + start_m + queries)
-    delta = tl.load(DELTA + bh * n + start_m + queries)
+    q = tl.load(rows_of(Q, bh, n, start_m, s_r, BLOCK_M, D))
+    do = tl.load(rows_of(DO, bh, n, start_m, s_r, BLOCK_M, D))
+    lse = tl.load(LSE + bh * n + start_m + tl.arange(0, BLOCK_M))
+    delta = tl.load(DELTA + bh * n + start_m + tl.arange(0, BLOCK_M))
     dq = tl.zeros((BLOCK_M, D), tl.float32)
     for start_n in range(0, n, BLOCK_N):
-        k = tl.load(K + base + (start_n + keys)[:, None] * s_r + dims[None, :])
-        v = tl.load(V + base + (start_n + keys)[:, None] * s_r + dims[None, :])
+        k = tl.load(rows_of(K, bh, n, start_n, s_r, BLOCK_N, D))
+        v = tl.load(rows_of(V, bh, n, start_n, s_r, BLOCK_N, D))
         p = tl.exp2(tl.dot(q, tl.trans(k)) * c - lse[:, None])
         ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
         dq += tl.dot(ds.to(tl.bfloat16), k)
-    tl.store(DQ + base + (start_m + queries)[:, None] * s_r + dims[None, :], dq.to(tl.bfloat16))
+    tl.store(rows_of(DQ, bh, n, start_m, s_r, BLOCK_M, D), dq.to(tl.bfloat16))
 
 
 def flash_launches(length: int = 1024, dim: int = 64) -> dict[str, Launch]:
@@ -288,11 +289,9 @@ def main() -> None:
         f"\nforward+backward hot path per score: euclid {totals['euclid']:.2f}, flash {totals['flash']:.2f}: "
         f"{ratio:.2f}x (aim <= 2); euclid spills: {'yes' if spills else 'none'}"
     )
-    text = "\n".join(lines)
-    print(text)
+    print("\n".join(lines))
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text + "\n")
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

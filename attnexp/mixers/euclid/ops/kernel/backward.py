@@ -193,83 +193,67 @@ def euclid_backward(
     s_kd, s_vb, s_vh, s_vn, s_vd, s_mb, s_mh, s_mm, s_mn, s_ob, s_oh, s_om, s_od, heads, lq, lk, d_real, dv_real,
     neg2a, a, e2, b, row_near, FWD_BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, DOT: tl.constexpr,
-    FOLD: tl.constexpr,
+    FOLD: tl.constexpr, EXACT: tl.constexpr,
 ):  # fmt: skip
     """dK and dV of BLOCK_N keys of one (batch, head), in registers over every query tile that may see them, and
     dQ's share: products into DQ (float32, (B * H, Lq, D)) and sums of g into RS (B * H, Lq), by atomic adds. The
-    key tiles are the forward pass's (its BLOCK_N), its query blocks (FWD_BLOCK_M) a multiple of BLOCK_M. The tiles
-    it computed from the differences are left out: :func:`euclid_backward_exact`, run before, put their share of
-    dK and dV in DKX and DVX (float32, (B * H, Lk, D)), added here."""
+    key tiles are the forward pass's (its BLOCK_N), its query blocks (FWD_BLOCK_M) a multiple of BLOCK_M.
+
+    The tiles the forward pass computed from the differences are left to a launch of their own (EXACT, run first:
+    so that neither it nor the common tiles' loop holds the other's registers), for a key block that has some:
+    computed the same way, every mask applied, their share of dK and dV (unscaled) into DKX and DVX (float32,
+    contiguous (B * H, Lk, D)), which the common launch adds."""
     (start_n, keys_left, k, v, ks, k_tile, q_base, do_base, m_tile, qs, delta, stats, dq, rs, tiles, flag, step,
      out) = key_block(Q, K, V, M, QS, KS, DO, STATS, TILES, DELTA, DQ, RS, s_qb, s_qh, s_kb, s_kh, s_kn, s_kd, s_vb,
                       s_vh, s_vn, s_vd, s_mb, s_mh, s_mn, s_ob, s_oh, heads, lq, lk, d_real, dv_real, FWD_BLOCK_M,
                       BLOCK_N, BLOCK_D, BLOCK_DV)
     plane = tl.num_programs(0).to(tl.int64) * lq
+    keys = tl.arange(0, BLOCK_N)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_DV), tl.float32)
     cs = tl.zeros((BLOCK_N,), tl.float32)
     first, inner, outer = query_ranges(start_n, lq, keys_left >= BLOCK_N, BLOCK_N, BLOCK_M, CAUSAL)
-    for start_m in range(inner, outer, BLOCK_M):
-        dk, dv, cs = query_tile(dk, dv, cs, k, v, ks, k_tile, s_kn, s_kd, q_base, s_qm, s_qd, do_base, s_om, s_od, qs,
-                                delta, stats, plane, m_tile, s_mm, s_mn, dq, rs, DKX,
-                                tiles + start_m // FWD_BLOCK_M * step, start_m, start_n, lq, keys_left, d_real, dv_real,
-                                neg2a, a, e2, b, row_near, BLOCK_N, BLOCK_M, BLOCK_D, BLOCK_DV, MASK, False, False, DOT,
-                                FOLD, False)
-    head_tiles = tl.cdiv(inner - first, BLOCK_M)
-    for t in range(0, head_tiles + tl.cdiv(lq - outer, BLOCK_M)):
-        start_m = tl.where(t < head_tiles, first + t * BLOCK_M, outer + (t - head_tiles) * BLOCK_M)
-        dk, dv, cs = query_tile(dk, dv, cs, k, v, ks, k_tile, s_kn, s_kd, q_base, s_qm, s_qd, do_base, s_om, s_od, qs,
-                                delta, stats, plane, m_tile, s_mm, s_mn, dq, rs, DKX,
-                                tiles + start_m // FWD_BLOCK_M * step, start_m, start_n, lq, keys_left, d_real, dv_real,
-                                neg2a, a, e2, b, row_near, BLOCK_N, BLOCK_M, BLOCK_D, BLOCK_DV, MASK, True, CAUSAL, DOT,
-                                FOLD, False)
-    keys = tl.arange(0, BLOCK_N)
-    dk = dk - cs[:, None] * load_tile(k_tile, keys, s_kn, s_kd, keys_left, d_real, BLOCK_D, True).to(tl.float32)
-    if tl.load(flag) != 0:
-        dk += load_tile(DKX + out * d_real, keys, d_real, 1, keys_left, d_real, BLOCK_D, True)
-        dv += load_tile(DVX + out * dv_real, keys, dv_real, 1, keys_left, dv_real, BLOCK_DV, True)
-    store_rows(DK + out * d_real, dk * (a * 0.6931471805599453), keys_left, d_real, BLOCK_D, DOT)  # c = ln(2) a
-    store_rows(DV + out * dv_real, dv, keys_left, dv_real, BLOCK_DV, DOT)
-
-
-@triton.jit
-def euclid_backward_exact(
-    Q, K, V, M, QS, KS, DO, STATS, TILES, DELTA, DK, DV, DQ, RS, DKX, DVX, s_qb, s_qh, s_qm, s_qd, s_kb, s_kh, s_kn,
-    s_kd, s_vb, s_vh, s_vn, s_vd, s_mb, s_mh, s_mm, s_mn, s_ob, s_oh, s_om, s_od, heads, lq, lk, d_real, dv_real,
-    neg2a, a, e2, b, row_near, FWD_BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, DOT: tl.constexpr,
-    FOLD: tl.constexpr,
-):  # fmt: skip
-    """The share of the tiles the forward pass computed from the differences, for a key block that has some (else
-    nothing): computed the same way, in query tiles of BLOCK_M (every mask applied), their dK and dV (unscaled) into
-    DKX and DVX (float32, contiguous (B * H, Lk, D)), their dQ terms into DQ and RS as :func:`euclid_backward`'s.
-    A kernel of its own, so that neither it nor the common tiles' loop holds the other's registers."""
-    (start_n, keys_left, k, v, ks, k_tile, q_base, do_base, m_tile, qs, delta, stats, dq, rs, tiles, flag, step,
-     out) = key_block(Q, K, V, M, QS, KS, DO, STATS, TILES, DELTA, DQ, RS, s_qb, s_qh, s_kb, s_kh, s_kn, s_kd, s_vb,
-                      s_vh, s_vn, s_vd, s_mb, s_mh, s_mn, s_ob, s_oh, heads, lq, lk, d_real, dv_real, FWD_BLOCK_M,
-                      BLOCK_N, BLOCK_D, BLOCK_DV)
-    if tl.load(flag) != 0:
-        plane = tl.num_programs(0).to(tl.int64) * lq
-        keys = tl.arange(0, BLOCK_N)
-        dkx = DKX + out * d_real
-        store_rows(dkx, tl.zeros((BLOCK_N, BLOCK_D), tl.float32), keys_left, d_real, BLOCK_D, DOT)  # near terms
-        tl.debug_barrier()
-        dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
-        dv = tl.zeros((BLOCK_N, BLOCK_DV), tl.float32)
-        cs = tl.zeros((BLOCK_N,), tl.float32)
-        first, _inner, _outer = query_ranges(start_n, lq, keys_left >= BLOCK_N, BLOCK_N, BLOCK_M, CAUSAL)
-        for start_m in range(first, lq, BLOCK_M):
-            tile = tiles + start_m // FWD_BLOCK_M * step
-            if tl.load(tile) != 0:
+    dkx, dvx, exact = DKX + out * d_real, DVX + out * dv_real, tl.load(flag) != 0
+    if EXACT:
+        if exact:
+            store_rows(dkx, tl.zeros((BLOCK_N, BLOCK_D), tl.float32), keys_left, d_real, BLOCK_D, DOT)  # near terms
+            tl.debug_barrier()
+            for start_m in range(first, lq, BLOCK_M):
+                tile = tiles + start_m // FWD_BLOCK_M * step
+                if tl.load(tile) != 0:
+                    dk, dv, cs = query_tile(dk, dv, cs, k, v, ks, k_tile, s_kn, s_kd, q_base, s_qm, s_qd, do_base,
+                                            s_om, s_od, qs, delta, stats, plane, m_tile, s_mm, s_mn, dq, rs, dkx, tile,
+                                            start_m, start_n, lq, keys_left, d_real, dv_real, neg2a, a, e2, b,
+                                            row_near, BLOCK_N, BLOCK_M, BLOCK_D, BLOCK_DV, MASK, True, CAUSAL, DOT,
+                                            FOLD, True)
+            tl.debug_barrier()
+            kf = load_tile(k_tile, keys, s_kn, s_kd, keys_left, d_real, BLOCK_D, True).to(tl.float32)
+            store_rows(dkx, dk + load_tile(dkx, keys, d_real, 1, keys_left, d_real, BLOCK_D, True) - cs[:, None] * kf,
+                       keys_left, d_real, BLOCK_D, DOT)
+            store_rows(dvx, dv, keys_left, dv_real, BLOCK_DV, DOT)
+    else:
+        head_tiles = tl.cdiv(inner - first, BLOCK_M)
+        for phase in tl.static_range(2):  # the tiles in [inner, outer), unmasked; then [first, inner), [outer, lq)
+            if phase == 0:  # noqa: SIM108 (a conditional expression is not Triton syntax)
+                count = tl.cdiv(outer - inner, BLOCK_M)
+            else:
+                count = head_tiles + tl.cdiv(lq - outer, BLOCK_M)
+            for t in range(0, count):
+                if phase == 0:
+                    start_m = inner + t * BLOCK_M
+                else:
+                    start_m = tl.where(t < head_tiles, first + t * BLOCK_M, outer + (t - head_tiles) * BLOCK_M)
                 dk, dv, cs = query_tile(dk, dv, cs, k, v, ks, k_tile, s_kn, s_kd, q_base, s_qm, s_qd, do_base, s_om,
-                                        s_od, qs, delta, stats, plane, m_tile, s_mm, s_mn, dq, rs, dkx, tile, start_m,
-                                        start_n, lq, keys_left, d_real, dv_real, neg2a, a, e2, b, row_near, BLOCK_N,
-                                        BLOCK_M, BLOCK_D, BLOCK_DV, MASK, True, CAUSAL, DOT, FOLD, True)
-        tl.debug_barrier()
-        kf = load_tile(k_tile, keys, s_kn, s_kd, keys_left, d_real, BLOCK_D, True).to(tl.float32)
-        dk += load_tile(dkx, keys, d_real, 1, keys_left, d_real, BLOCK_D, True) - cs[:, None] * kf
-        store_rows(dkx, dk, keys_left, d_real, BLOCK_D, DOT)
-        store_rows(DVX + out * dv_real, dv, keys_left, dv_real, BLOCK_DV, DOT)
+                                        s_od, qs, delta, stats, plane, m_tile, s_mm, s_mn, dq, rs, dkx,
+                                        tiles + start_m // FWD_BLOCK_M * step, start_m, start_n, lq, keys_left, d_real,
+                                        dv_real, neg2a, a, e2, b, row_near, BLOCK_N, BLOCK_M, BLOCK_D, BLOCK_DV, MASK,
+                                        phase == 1, CAUSAL and phase == 1, DOT, FOLD, False)
+        dk = dk - cs[:, None] * load_tile(k_tile, keys, s_kn, s_kd, keys_left, d_real, BLOCK_D, True).to(tl.float32)
+        if exact:
+            dk += load_tile(dkx, keys, d_real, 1, keys_left, d_real, BLOCK_D, True)
+            dv += load_tile(dvx, keys, dv_real, 1, keys_left, dv_real, BLOCK_DV, True)
+        store_rows(DK + out * d_real, dk * (a * 0.6931471805599453), keys_left, d_real, BLOCK_D, DOT)  # c = ln(2) a
+        store_rows(DV + out * dv_real, dv, keys_left, dv_real, BLOCK_DV, DOT)
 
 
 # fmt: on

@@ -135,22 +135,20 @@ def euclid_forward(
     end = tl.minimum(lk, start_m + BLOCK_M) if CAUSAL else lk
     interior = (tl.minimum(start_m, lk) if CAUSAL else lk) // BLOCK_N * BLOCK_N
     ks_base = KS + bh * lk
-    for start_n in range(0, interior, BLOCK_N):
-        n = tl.cast(start_n, tl.int64)
-        m_i, l_i, acc, rare_any = forward_tile(q, z_flag, m_i, l_i, acc, rare_any, q_base, s_qm, s_qd,
-                                               k_base + n * s_kn, s_kn, s_kd, v_base + n * s_vn, s_vn, s_vd,
-                                               m_base + n * s_mn, s_mm, s_mn, qs, ks_base + start_n,
-                                               tiles + start_n // BLOCK_N, key_flags + start_n // BLOCK_N, start_m,
-                                               start_n, rows_left, lk, d_real, dv_real, neg2a, a, e2, BLOCK_M, BLOCK_N,
-                                               BLOCK_D, BLOCK_DV, MASK, False, False, DOT, FOLD, False)
-    for start_n in range(interior, end, BLOCK_N):
-        n = tl.cast(start_n, tl.int64)
-        m_i, l_i, acc, rare_any = forward_tile(q, z_flag, m_i, l_i, acc, rare_any, q_base, s_qm, s_qd,
-                                               k_base + n * s_kn, s_kn, s_kd, v_base + n * s_vn, s_vn, s_vd,
-                                               m_base + n * s_mn, s_mm, s_mn, qs, ks_base + start_n,
-                                               tiles + start_n // BLOCK_N, key_flags + start_n // BLOCK_N, start_m,
-                                               start_n, rows_left, lk, d_real, dv_real, neg2a, a, e2, BLOCK_M, BLOCK_N,
-                                               BLOCK_D, BLOCK_DV, MASK, True, CAUSAL, DOT, FOLD, False)
+    for phase in tl.static_range(2):  # the interior tiles, then those crossing an end or the diagonal
+        if phase == 0:
+            lo, hi = 0, interior
+        else:
+            lo, hi = interior, end
+        for start_n in range(lo, hi, BLOCK_N):
+            n = tl.cast(start_n, tl.int64)
+            m_i, l_i, acc, rare_any = forward_tile(q, z_flag, m_i, l_i, acc, rare_any, q_base, s_qm, s_qd,
+                                                   k_base + n * s_kn, s_kn, s_kd, v_base + n * s_vn, s_vn, s_vd,
+                                                   m_base + n * s_mn, s_mm, s_mn, qs, ks_base + start_n,
+                                                   tiles + start_n // BLOCK_N, key_flags + start_n // BLOCK_N,
+                                                   start_m, start_n, rows_left, lk, d_real, dv_real, neg2a, a, e2,
+                                                   BLOCK_M, BLOCK_N, BLOCK_D, BLOCK_DV, MASK, phase == 1,
+                                                   CAUSAL and phase == 1, DOT, FOLD, False)
     if rare_any != 0:  # the marked tiles from the differences, in halves (fewer registers), every mask applied
         tl.debug_barrier()
         for start_n in range(0, end, BLOCK_N // 4):

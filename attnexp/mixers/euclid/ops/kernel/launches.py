@@ -23,7 +23,7 @@ ROWS = 64  # rows per program of the kernels over rows (norms, dQ)
 LN2 = math.log(2.0)
 MODULES = {
     "forward": ("squared_norms", "euclid_forward"),
-    "backward": ("euclid_backward_exact", "euclid_backward"),
+    "backward": ("euclid_backward",),
     "queries": ("euclid_backward_delta", "euclid_backward_queries"),
 }
 
@@ -35,6 +35,7 @@ class Launch(NamedTuple):
     grid: tuple[int, ...]
     args: tuple
     meta: dict
+    label: str = ""  # where one kernel is launched twice, each launch's name
 
 
 def interpreting() -> bool:
@@ -88,20 +89,49 @@ def scores(scale: float, eps: float) -> Scores:
     return Scores(-2.0 * a, a, e2, e2 * e2 if fold else 0.0, fold)
 
 
-def common(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, s: Scores) -> tuple[tuple, dict]:
+class Call(NamedTuple):
+    """An attention call as the kernels take it: (B, H, L, D) inputs of one dtype, the mask, the causal flag."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    mask: Tensor | None
+    causal: bool
+    scores: Scores
+
+
+class Saved(NamedTuple):
+    """What the forward pass leaves the backward pass (the operator's outputs) and the rows' norms (float32)."""
+
+    out: Tensor  # (B, H, Lq, Dv)
+    stats: Tensor  # (3, B * H, Lq)
+    tiles: Tensor  # (B * H, query blocks + 1, key tiles + 1), uint8
+    qs: Tensor  # (B * H, Lq)
+    ks: Tensor  # (B * H, Lk)
+
+
+class Work(NamedTuple):
+    """The backward pass's float32 memory and the gradients it writes (contiguous, in the inputs' dtypes)."""
+
+    delta: Tensor  # (B * H, Lq) rowsum(p * dp)
+    sums: Tensor  # (B * H, Lq, D) dQ's products, zeros first
+    row_sums: Tensor  # (B * H, Lq) g's sums, zeros first
+    exact_dk: Tensor  # (B * H, Lk, D) the exact tiles' share of dK
+    exact_dv: Tensor  # (B * H, Lk, Dv) and of dV
+    dq: Tensor
+    dk: Tensor
+    dv: Tensor
+
+
+def common(call: Call) -> tuple[tuple, dict]:
     """The inputs, strides and sizes every attention kernel takes first, and its compile-time arguments."""
+    q, k, v, mask, causal, s = call
     m, m_strides, kind = mask_args(mask, q, k.shape[2])
     sizes = (q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3])
     strides = (*q.stride(), *k.stride(), *v.stride(), *m_strides)
-    meta = dict(
-        BLOCK_D=width(q.shape[3]),
-        BLOCK_DV=width(v.shape[3]),
-        MASK=kind,
-        CAUSAL=causal,
-        DOT=2 if interpreting() else int(q.dtype == torch.float32),
-        FOLD=s.fold,
-    )
-    return (m, strides, sizes), meta
+    dot = 2 if interpreting() else int(q.dtype == torch.float32)
+    meta = dict(BLOCK_D=width(q.shape[3]), BLOCK_DV=width(v.shape[3]), MASK=kind, CAUSAL=causal, DOT=dot, FOLD=s.fold)
+    return (q, k, v, m), (strides, sizes), meta
 
 
 def norms(x: Tensor, out: Tensor, s: Scores, plus: float) -> Launch:
@@ -115,81 +145,48 @@ def norms(x: Tensor, out: Tensor, s: Scores, plus: float) -> Launch:
     )
 
 
-def forward_plan(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None,
-    causal: bool,
-    s: Scores,
-    out: Tensor,
-    stats: Tensor,
-    tiles: Tensor,
-    qs: Tensor,
-    ks: Tensor,
-) -> list[Launch]:
-    (m, strides, sizes), meta = common(q, k, v, mask, causal, s)
-    b, h, lq, _ = q.shape
+def forward_plan(call: Call, saved: Saved) -> list[Launch]:
+    inputs, (strides, sizes), meta = common(call)
+    b, h, lq, _ = call.q.shape
+    s = call.scores
     return [
-        norms(q, qs, s, s.b),
-        norms(k, ks, s, 0.0),
+        norms(call.q, saved.qs, s, s.b),
+        norms(call.k, saved.ks, s, 0.0),
         Launch(
             "euclid_forward",
             (b * h, blocks(lq, FORWARD_M)),
-            (q, k, v, m, qs, ks, out, stats, tiles, *strides, *sizes, s.neg2a, s.a, s.e2, s.b, ROW_NEAR),
+            (*inputs, saved.qs, saved.ks, *saved[:3], *strides, *sizes, s.neg2a, s.a, s.e2, s.b, ROW_NEAR),
             dict(meta, BLOCK_M=FORWARD_M, BLOCK_N=KEYS, num_warps=FORWARD_WARPS),
         ),
     ]
 
 
-def backward_plan(
-    dout: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None,
-    causal: bool,
-    s: Scores,
-    out: Tensor,
-    stats: Tensor,
-    tiles: Tensor,
-    qs: Tensor,
-    ks: Tensor,
-    delta: Tensor,
-    sums: Tensor,
-    row_sums: Tensor,
-    exact: tuple[Tensor, Tensor],
-    dq: Tensor,
-    dk: Tensor,
-    dv: Tensor,
-) -> list[Launch]:
-    (m, strides, sizes), meta = common(q, k, v, mask, causal, s)
-    b, h, lq, d = q.shape
+def backward_plan(call: Call, saved: Saved, dout: Tensor, work: Work) -> list[Launch]:
+    inputs, (strides, sizes), meta = common(call)
+    b, h, lq, d = call.q.shape
+    s = call.scores
+    grads = (*strides, *dout.stride(), *sizes, s.neg2a, s.a, s.e2)
     shared = dict(meta, FWD_BLOCK_M=FORWARD_M, BLOCK_N=KEYS, BLOCK_M=QUERIES, num_warps=BACKWARD_WARPS)
     halves = dict(shared, BLOCK_M=QUERIES // 2, num_warps=8)  # tiles from the differences: half the query tiles
-    grads = (*strides, *dout.stride(), *sizes, s.neg2a, s.a, s.e2)
+    row_norms = (saved.qs, saved.ks)
+    backward = (*inputs, *row_norms, dout, saved.stats, saved.tiles, work.delta, work.dk, work.dv, work.sums,
+                work.row_sums, work.exact_dk, work.exact_dv, *grads, s.b, ROW_NEAR)  # fmt: skip
+    keys = (b * h, blocks(call.k.shape[2], KEYS))
     return [
-        norms(q, qs, s, s.b),
-        norms(k, ks, s, 0.0),
+        norms(call.q, saved.qs, s, s.b),
+        norms(call.k, saved.ks, s, 0.0),
         Launch(
             "euclid_backward_delta",
             (b * h, blocks(lq, QUERIES // 2)),
-            (q, k, v, m, qs, ks, out, dout, stats, tiles, delta, *grads),
+            (*inputs, *row_norms, saved.out, dout, saved.stats, saved.tiles, work.delta, *grads),
             halves,
         ),
-        *(
-            Launch(
-                name,
-                (b * h, blocks(k.shape[2], KEYS)),
-                (q, k, v, m, qs, ks, dout, stats, tiles, delta, dk, dv, sums, row_sums, *exact, *grads, s.b, ROW_NEAR),
-                halves if name.endswith("exact") else shared,
-            )
-            for name in ("euclid_backward_exact", "euclid_backward")
-        ),
+        Launch("euclid_backward", keys, backward, dict(halves, EXACT=True), "euclid_backward_exact"),
+        Launch("euclid_backward", keys, backward, dict(shared, EXACT=False)),
         Launch(
             "euclid_backward_queries",
             (b * h, blocks(lq, ROWS)),
-            (q, sums, row_sums, dq, *q.stride(), h, lq, d, s.a),
+            (call.q, work.sums, work.row_sums, work.dq, *call.q.stride(), h, lq, d, s.a),
             dict(BLOCK_M=ROWS, BLOCK_D=width(d), DOT=meta["DOT"], num_warps=4),
         ),
     ]

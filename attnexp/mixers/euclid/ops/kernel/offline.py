@@ -18,7 +18,16 @@ from typing import Any, NamedTuple
 
 import torch
 
-from attnexp.mixers.euclid.ops.kernel.launches import Launch, backward_plan, forward_plan, kernel, scores
+from attnexp.mixers.euclid.ops.kernel.launches import (
+    Call,
+    Launch,
+    Saved,
+    Work,
+    backward_plan,
+    forward_plan,
+    kernel,
+    scores,
+)
 
 ARCHS = (80, 90)  # A100 and H100: the targets CI compiles for
 TYPES = {
@@ -42,22 +51,21 @@ def example(dtype: torch.dtype = torch.bfloat16, length: int = 1024, dim: int = 
     return [torch.zeros(1, length, heads, dim, dtype=dtype).permute(0, 2, 1, 3) for _ in "qkv"]
 
 
-def launches(
-    dtype: torch.dtype = torch.bfloat16, length: int = 1024, dim: int = 64, causal: bool = False, eps: float = 1e-9
-) -> dict[str, Launch]:
-    """Each kernel's launch for a forward and backward pass of ``example`` inputs (no mask), by kernel name."""
+def launches(dtype: torch.dtype = torch.bfloat16, length: int = 1024, dim: int = 64, causal: bool = False,
+             eps: float = 1e-9) -> dict[str, Launch]:  # fmt: skip
+    """Each kernel's launch for a forward and backward pass of ``example`` inputs (no mask), by kernel (or launch)
+    name."""
     q, k, v = example(dtype, length, dim)
     b, h, n, d = q.shape
-    s = scores(d**-0.5, eps)
-    rows = torch.zeros(b * h, n)
-    out, dout, dq, dk, dv = (torch.zeros(b, h, n, d, dtype=dtype) for _ in range(5))
-    stats, tiles = torch.zeros(3, b * h, n), torch.zeros(b * h, n // 64 + 1, n // 64 + 1, dtype=torch.uint8)
-    sums, exact = torch.zeros(b * h, n, d), (torch.zeros(b * h, n, d), torch.zeros(b * h, n, d))
+    call = Call(q, k, v, None, causal, scores(d**-0.5, eps))
+    rows, plane = torch.zeros(b * h, n), torch.zeros(b * h, n, d)
+    saved = Saved(
+        torch.zeros_like(q), torch.zeros(3, b * h, n), torch.zeros(b * h, n, n, dtype=torch.uint8), rows, rows
+    )
+    work = Work(rows, plane, rows, plane, plane, *(torch.zeros_like(t) for t in (q, k, v)))
     found: dict[str, Launch] = {}
-    for launch in forward_plan(q, k, v, None, causal, s, out, stats, tiles, rows, rows) + backward_plan(
-        dout, q, k, v, None, causal, s, out, stats, tiles, rows, rows, rows, sums, rows, exact, dq, dk, dv
-    ):
-        found.setdefault(launch.kernel, launch)
+    for launch in forward_plan(call, saved) + backward_plan(call, saved, torch.zeros_like(q), work):
+        found.setdefault(launch.label or launch.kernel, launch)
     return found
 
 

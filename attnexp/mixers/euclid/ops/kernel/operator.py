@@ -19,6 +19,9 @@ from attnexp.mixers.euclid.formula import autocast_on
 from attnexp.mixers.euclid.ops.kernel.launches import (
     FORWARD_M,
     KEYS,
+    Call,
+    Saved,
+    Work,
     backward_plan,
     blocks,
     forward_plan,
@@ -54,15 +57,19 @@ def euclid_attention_op(
     """(out, stats, tiles): euclid attention of (B, H, L, D) inputs of one dtype; for the backward pass each query's
     log-sum-exp, largest logit and sum of weights (3, B * H, Lq), and which tiles were computed from the differences
     (B * H, query blocks, key tiles + 1) (see :mod:`.forward`)."""
-    b, h, lq, _ = q.shape
-    lk = k.shape[2]
     out, stats, tiles = _forward_shapes(q, k, v, mask, causal, scale, eps)
-    if out.numel() == 0 or lk == 0:
+    if out.numel() == 0 or k.shape[2] == 0:
         return out.zero_(), stats.zero_(), tiles.zero_()
     tiles.zero_()
-    qs, ks = q.new_empty(b * h, lq, dtype=torch.float32), q.new_empty(b * h, lk, dtype=torch.float32)
-    run(forward_plan(q, k, v, mask, causal, scores(scale, eps), out, stats, tiles, qs, ks))
+    saved = Saved(out, stats, tiles, *row_norms(q, k))
+    run(forward_plan(Call(q, k, v, mask, causal, scores(scale, eps)), saved))
     return out, stats, tiles
+
+
+def row_norms(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    """Memory for the rows' norms, float32.  # (B * H, Lq), (B * H, Lk)"""
+    b, h, lq, _ = q.shape
+    return q.new_empty(b * h, lq, dtype=torch.float32), q.new_empty(b * h, k.shape[2], dtype=torch.float32)
 
 
 @euclid_attention_op.register_fake
@@ -88,34 +95,12 @@ def euclid_attention_backward_op(
     if not (lq and lk and b * h):  # nothing attended: zero gradients, as SDPA's
         return dq.zero_(), dk.zero_(), dv.zero_()
     dout = dout if dout.dtype == q.dtype else dout.to(q.dtype)
-    qs, ks = q.new_empty(b * h, lq, dtype=torch.float32), q.new_empty(b * h, lk, dtype=torch.float32)
-    delta = torch.empty_like(qs)
+    saved = Saved(out, stats, tiles, *row_norms(q, k))
     summed = torch.zeros(b * h * lq * (d + 1), dtype=torch.float32, device=q.device)  # dQ's sums, then g's: one fill
     sums, row_sums = summed[: b * h * lq * d].view(b * h, lq, d), summed[b * h * lq * d :].view(b * h, lq)
-    exact = (k.new_empty(b * h, lk, d, dtype=torch.float32), v.new_empty(b * h, lk, v.shape[3], dtype=torch.float32))
-    run(
-        backward_plan(
-            dout,
-            q,
-            k,
-            v,
-            mask,
-            causal,
-            scores(scale, eps),
-            out,
-            stats,
-            tiles,
-            qs,
-            ks,
-            delta,
-            sums,
-            row_sums,
-            exact,
-            dq,
-            dk,
-            dv,
-        )
-    )
+    exact_dk, exact_dv = (t.new_empty(b * h, lk, t.shape[3], dtype=torch.float32) for t in (k, v))
+    work = Work(torch.empty_like(saved.qs), sums, row_sums, exact_dk, exact_dv, dq, dk, dv)
+    run(backward_plan(Call(q, k, v, mask, causal, scores(scale, eps)), saved, dout, work))
     return dq, dk, dv
 
 
