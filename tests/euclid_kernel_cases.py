@@ -1,9 +1,10 @@
 """Checks of euclid's Triton kernel, shared by two tiers: the unit tier runs them on the CPU under Triton's
 interpreter (tests/unit/test_euclid_kernel.py starts a process with ``TRITON_INTERPRET=1``: Triton reads it when it
 is first imported, and every test process has imported it by then), the GPU tier on CUDA (tests/gpu/). Values and
-gradients against float64 with every kind of mask SDPA takes, keys near their query, bf16 inputs, rows that see
-nothing, a NaN, empty inputs, the operator's registration and one compiled graph. Tiles of 16 queries and keys, so
-that small inputs span several.
+gradients against float64 with every kind of mask SDPA takes, keys near their query (three in one tile), bf16
+inputs (small ones too, against the CPU path's error), rows that see nothing, a NaN, empty inputs, meta tensors,
+float64, the operator's registration and one compiled graph in the mixer's layout. The shipped tiles (64 keys, 64
+queries forward, 32 backward): inputs of 70 and more span several.
 
     TRITON_INTERPRET=1 PYTHONPATH=. python -m pytest tests/euclid_kernel_cases.py
 """
@@ -28,12 +29,6 @@ def device() -> str:
     if not kernel.interpreting():
         pytest.skip("on the CPU the kernel runs under TRITON_INTERPRET=1, set before Triton is imported")
     return "cpu"
-
-
-@pytest.fixture(autouse=True)
-def small_tiles(monkeypatch):
-    monkeypatch.setattr(kernel, "BLOCK_M", 16)
-    monkeypatch.setattr(kernel, "BLOCK_N", 16)
 
 
 def reference(q, k, v, mask=None, causal=False, eps=EPS):
@@ -116,10 +111,24 @@ def near_pairs(delta, offset=0.0):
     return q + offset, k + offset, v
 
 
-def test_the_two_nearest_keys_get_exact_distances(device):
+def test_keys_near_their_query_get_exact_distances(device):
     """The expansion alone cannot tell keys at delta and 2 delta apart (it gave outputs off by up to 10 at delta
-    1e-6): the kernel takes each row's two nearest keys of a tile from q - k, forward and backward."""
+    1e-6): a tile holding such a pair is computed from q - k, forward and backward."""
     assert_matches(device, *near_pairs(1e-6))
+
+
+def test_three_near_keys_of_a_query_in_one_tile_are_exact(device, delta=1e-6):
+    """Three keys within delta, 1.5 and 2 delta of one query, in one 64-key tile of 80 keys, and another query
+    with four such keys (scripts/euclid_accuracy.py's competing case): with each tile's two nearest keys exact the
+    output was 0.58 off and the gradients 100%; every pair of the tile from the differences is exact."""
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 1, 80, 16) for _ in range(3))
+    u = torch.nn.functional.normalize(torch.randn(1, 1, 7, 16), dim=-1)
+    for j, factor in enumerate((1.0, 1.5, 2.0)):
+        k[:, :, 10 + j] = q[:, :, 7] + factor * delta * u[:, :, j]
+    for j, factor in enumerate((1.0, 1.25, 1.5, 2.0)):
+        k[:, :, 30 + j] = q[:, :, 70] + factor * delta * u[:, :, 3 + j]
+    assert_matches(device, q, k, v)
 
 
 def test_keys_equal_to_their_query_share_the_weight(device):
@@ -158,20 +167,80 @@ def test_empty_inputs_give_what_sdpa_gives(device):
         assert all(g is not None and not g.any() for g in torch.autograd.grad(out.sum(), (q, k, v)))
 
 
-def test_the_operator_is_registered_whole_and_compiles_in_one_graph(device):
-    """torch.library.opcheck (schema, fake tensors, autograd registration), and torch.compile(fullgraph=True) keeps
-    the operator in its graph with the eager numbers, forward and backward."""
-    q, k, v = (t[:1, :, :6].to(device).requires_grad_() for t in inputs())
-    checks = ("test_schema", "test_autograd_registration", "test_faketensor")  # the compiled graph: below
-    torch.library.opcheck(euclid_attention_op, (q, k, v, None, True, 0.5, EPS), test_utils=checks)
+def test_small_bf16_inputs_have_the_cpu_paths_gradient_error(device):
+    """|x| ~ 1e-4 in bf16: every score is large (z^3 ~ 1e12 in the gradient), so rowsum(p * dp) must come from the
+    weights, not dO . O with O rounded to bf16 (gradients 0.11-0.13 off, against 0.004 on the CPU path); within
+    twice the CPU path's error (bf16 autocast, the rows rule) on the same rounded inputs."""
+    from attnexp.mixers.euclid.ops.fused import fused_euclid_attention
+    from attnexp.mixers.euclid.ops.rows import RowsEuclid
 
-    def attend(q, k, v):
-        return triton_euclid_attention(q, k, v, None, True).square().sum()
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(1, 1, 70, 16).mul(1e-4).bfloat16() for _ in range(3))
 
-    eager = torch.autograd.grad(attend(q, k, v), (q, k, v))
-    compiled = torch.autograd.grad(torch.compile(attend, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
+    def cpu(q, k, v):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return fused_euclid_attention(q, k, v, None, q.shape[-1] ** -0.5, EPS, RowsEuclid)
+
+    def kernel_path(q, k, v):
+        return triton_euclid_attention(q.to(device), k.to(device), v.to(device), None, False, None, EPS)
+
+    errors = {name: gradient_error(path, q, k, v) for name, path in (("cpu", cpu), ("kernel", kernel_path))}
+    assert errors["kernel"] <= 2 * errors["cpu"], errors
+
+
+def gradient_error(path, q, k, v):
+    """The largest error of q's, k's and v's gradients against float64, each over its largest magnitude."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    exact = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    want = reference(*exact)
+    grad = torch.randn(want.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out = path(q, k, v)
+    got = torch.autograd.grad(out, (q, k, v), grad.to(out.device, out.dtype))
+    wanted = torch.autograd.grad(want, exact, grad)
+    return max(((a.cpu().double() - b).abs().max() / b.abs().max()).item() for a, b in zip(got, wanted))
+
+
+def heads_of(x, heads):
+    """(B, H, L, D) views of a (B, L, H * D) projection, as the mixer makes q, k and v: not contiguous."""
+    b, n, _ = x.shape
+    return x.view(b, n, heads, -1).transpose(1, 2)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "mixer"])
+def test_the_operator_is_registered_whole_and_compiles_in_one_graph(layout, device):
+    """torch.library.opcheck (schema, fake tensors, autograd registration, the compiled dispatch), and
+    torch.compile(fullgraph=True) keeps the operator in its graph with the eager numbers, forward and backward, with
+    the mixer's layout too: q, k and v as views of (B, L, H * D) projections. The backward's fake tensors once took
+    q's strides where the kernels write contiguous gradients, and the compiled graph's views of them failed."""
+    torch.manual_seed(0)
+    x = [torch.randn(2, 12, 16, device=device, requires_grad=True) for _ in "qkv"]  # (B, L, H * D)
+
+    def split(x):
+        return [heads_of(t, 2) if layout == "mixer" else heads_of(t, 2).contiguous() for t in x]
+
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+    torch.library.opcheck(euclid_attention_op, (*split(x), None, True, 0.5, EPS), test_utils=checks)
+
+    def attend(*x):
+        return triton_euclid_attention(*split(x), None, True).square().sum()
+
+    eager = torch.autograd.grad(attend(*x), x)
+    compiled = torch.autograd.grad(torch.compile(attend, backend="aot_eager", fullgraph=True)(*x), x)
     for a, b in zip(compiled, eager):
         torch.testing.assert_close(a, b)
+
+
+def test_meta_tensors_give_the_shapes_and_float64_is_refused(device):
+    """Meta tensors (shape inference) go through the operator's fake implementation; float64 inputs are refused
+    with a word, where they were computed in float32 without one."""
+    from attnexp.errors import AttnexpError
+
+    q = torch.empty(2, 3, 70, 8, device="meta", requires_grad=True)
+    out = triton_euclid_attention(q, q, q, None, True)
+    assert out.shape == (2, 3, 70, 8) and out.device.type == "meta"
+    assert torch.autograd.grad(out.sum(), q)[0].shape == q.shape
+    with pytest.raises(AttnexpError, match="float64"):
+        triton_euclid_attention(*(t.double().to(device) for t in inputs()))
 
 
 def test_the_mixer_runs_the_kernel_where_it_is_available(device, monkeypatch):
@@ -183,7 +252,7 @@ def test_the_mixer_runs_the_kernel_where_it_is_available(device, monkeypatch):
     keep = padding(b=1).to(device)
     monkeypatch.setattr("attnexp.mixers.euclid.mixer.available", lambda device: True)
     launched = []
-    monkeypatch.setattr(kernel, "_launch", lambda *a, **kw: launched.append(a[0]) or LAUNCH(*a, **kw))
+    monkeypatch.setattr(kernel, "run", lambda launches: launched.extend(launches) or LAUNCH(launches))
     fast = attn(x, mask=keep)[0]
     assert launched, "the mixer did not launch the kernel"
     explicit, _ = attn(x, mask=keep, need_weights=True)
@@ -194,4 +263,4 @@ def test_the_mixer_runs_the_kernel_where_it_is_available(device, monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-3)
 
 
-LAUNCH = kernel._launch
+LAUNCH = kernel.run

@@ -91,3 +91,22 @@ def test_near_keys_in_float32_at_length_300():
     wanted = torch.autograd.grad(want, exact, grad)
     assert relative(out, want) <= 1e-5
     assert max(relative(g, w) for g, w in zip(got, wanted)) <= 1e-4
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available() and torch.cuda.get_device_properties(0).total_memory < 70 * 2**30,
+    reason="needs 70 GiB of GPU memory",
+)
+def test_offsets_past_int32_and_more_heads_than_a_grid_axis_of_65535():
+    """B * H * L * D = 2^31 (131072 heads of 1024 tokens, head dim 16): int32 offsets wrapped there (dK's rows
+    read as zeros) and B * H on the grid's second axis passed its 65535. The last head against float64."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 131072, 1024, 16, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in "qkv")
+    out = triton_euclid_attention(q, k, v)
+    grad = torch.randn(1024, 16, device="cuda", dtype=torch.bfloat16)
+    grads = torch.autograd.grad(out[0, -1], (q, k, v), grad)
+    exact = [t[0, -1].detach().double().cpu().requires_grad_() for t in (q, k, v)]
+    want = reference(*exact)
+    wanted = torch.autograd.grad(want, exact, grad.double().cpu())
+    assert relative(out[0, -1], want) <= 3e-2
+    assert max(relative(g[0, -1], w) for g, w in zip(grads, wanted)) <= 3e-2

@@ -3,17 +3,18 @@
 Every path gets the squared distance of every pair from one matmul, the expansion ``||q||^2 + ||k||^2 - 2 q.k``.
 Its rounding is a few float32 ulps of ``||q||^2 + ||k||^2``: harmless for most pairs, but a key close to its query
 (where euclid puts its weight, the score growing like 1/distance) can be closer than that. Two rules say which
-distances are recomputed from the difference ``q - k``, forward and backward:
+distances are recomputed from the difference ``q - k``, forward and backward (a third, per tile, is the Triton
+kernel's: see :mod:`~attnexp.mixers.euclid.ops.kernel.forward`):
 
 - **rows** (a CPU outside a compiled graph, where reading the data is free): every query row whose nearest key by
   the expansion is within :data:`ROW_NEAR` of its squared norm (:func:`exact_rows`) is recomputed whole: any pair the
   expansion resolves worse than ~1e-5 of its distance lies in such a row. Decided per row.
-- **nearest keys** (fixed shapes, no host read: compiled graphs, GPUs): each query's :data:`NEAREST` nearest keys by
-  the expansion (:func:`nearest_keys`); every other key is at least as far as the farthest of them (the expansion
-  cannot tell more), so its squared distance is the expansion's, raised to that key's where it is below (its gradient
-  stays the expansion's). A query with more than :data:`NEAREST` keys inside the expansion's rounding gets those
-  beyond at the last exact key's score, and the keys beyond the nearest keep the expansion's rounding (norms far from
-  the origin: ~1e-5 of the gradient).
+- **nearest keys** (fixed shapes, no host read: compiled graphs, GPUs without Triton): each query's :data:`NEAREST`
+  nearest keys by the expansion (:func:`nearest_keys`); every other key is at least as far as the farthest of them
+  (the expansion cannot tell more), so its squared distance is the expansion's, raised to that key's where it is
+  below (its gradient stays the expansion's). A query with more than :data:`NEAREST` keys inside the expansion's
+  rounding gets those beyond at the last exact key's score, and the keys beyond the nearest keep the expansion's
+  rounding (norms far from the origin: ~1e-5 of the gradient).
 
 The gradient, with ``x = scale^2 ||q - k||^2``, ``d = sqrt(x)``, ``z = 1 / (d + eps)``, ``p = softmax(z)``::
 

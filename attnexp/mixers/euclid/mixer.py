@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from attnexp.mixers.euclid.formula import check_eps, euclid_score
@@ -47,6 +48,8 @@ class EuclidAttention(MultiHeadAttention):
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         scale = self.head_dim**-0.5
-        if available(q.device):  # the causal mask as the kernel's flag: no (Lq, Lk) tensor
+        # The kernel where it runs, the causal mask as its flag (no (Lq, Lk) tensor); float64 excepted: the kernel
+        # refuses it, the torch path takes it (with float32 distances, as on every device).
+        if available(q.device) and q.dtype != torch.float64:
             return triton_euclid_attention(q, k, v, mask, self.causal, scale, self.eps)  # (B, H, Lq, Dv)
         return fused_euclid_attention(q, k, v, self.full_mask(mask, q, k), scale, self.eps)  # (B, H, Lq, Dv)

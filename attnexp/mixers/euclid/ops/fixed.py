@@ -182,19 +182,20 @@ def backward_tile(
         g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
     rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)  # rowsum(p * dp) / s
     g.sub_(rs).mul_(pw)
+    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms come from their differences, both sides
+    g.scatter_(-1, near.idx, 0.0)
     cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
     if first:
         dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
     else:
         dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
-    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms of dq come from their differences
-    g.scatter_(-1, near.idx, 0.0)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
+    rows = near.rows.view(-1)
     diffs = near.diffs
     if diffs is None:
-        rows = near.rows.view(-1)
         diffs = nearest_differences(q, k, near.idx, workspace(4, (rows.numel(), q.shape[-1]), q), rows)
     terms = torch.mul(diffs, picked.unsqueeze_(-1), out=workspace(4, diffs.shape, q))  # g_ij (k_j - q_i)
+    dk.view(-1, dk.shape[-1]).index_add_(0, rows, terms.view(-1, terms.shape[-1]), alpha=-s2)
     return dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2), dk, dv
 
 

@@ -1,5 +1,6 @@
-"""Euclid's Triton kernel: the torch operator and its launch (:mod:`.operator`, no Triton import), the kernels
-(:mod:`.kernels`) and their shared tile arithmetic (:mod:`.tiles`), imported when a kernel is launched."""
+"""Euclid's Triton kernels: the torch operator (:mod:`.operator`) and the launches it runs (:mod:`.launches`), neither
+importing Triton; the kernels (:mod:`.forward`, :mod:`.backward`, :mod:`.queries`) and their shared tile arithmetic
+(:mod:`.tiles`), imported when a kernel is launched; :mod:`.offline` compiles them for a GPU without one."""
 
 from attnexp.mixers.euclid.ops.kernel.operator import available, triton_euclid_attention
 

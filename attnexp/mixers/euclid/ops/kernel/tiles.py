@@ -1,6 +1,12 @@
-"""The tile arithmetic euclid's Triton kernels share (:mod:`~attnexp.mixers.euclid.ops.kernel.kernels`): loading
-blocks, the products in each precision, a tile's squared distances with its exact pairs, the scores, the weights and
-their gradients. The backward passes call :func:`tile` with the forward pass's key blocks, so they see its numbers.
+"""The tile arithmetic euclid's Triton kernels share (:mod:`.forward`, :mod:`.backward`): loading blocks, the products
+in each precision, the scores from the expansion and, in the tiles that need them, from the differences.
+
+Scores are in base 2 with scale and eps folded in by the operator: ``x = a ||q - k||^2 (+ b)`` with ``a`` the scale
+squared times ln(2)^2 and ``b = (eps ln 2)^2`` where eps is folded (FOLD), so that ``rsqrt(x)`` is log2(e) times
+euclid's score 1/sqrt(d^2 + eps^2), equal to 1/(d + eps) to float32 rounding for every pair a tile computes from the
+expansion (see :func:`hot_scores`). A tile holding a pair closer than the rows rule's threshold (or a score above
+:data:`FLOOR`'s) takes every pair from the differences, summed over the head dimension in one order
+(:func:`exact_squares`): the same bits in every kernel, whichever way round it holds the tile.
 """
 
 from __future__ import annotations
@@ -8,15 +14,58 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+# Squared base-2 distance below which a row needs its exact path: a score above 64 (2^-12 = 1/64^2, the CPU path's
+# EXP_SAFE), where eps is no longer below rounding of the distance and the gradient's factor z^3 is large.
+FLOOR = tl.constexpr(2.0**-12)
+
+
+# Triton kernels take long argument lists: kept a few to a line.
+# fmt: off
+@triton.jit
+def load_tile(base, rows, s_row, s_col, n_rows, n_cols, BLOCK_C: tl.constexpr, BOUNDS: tl.constexpr):
+    """The rows ``rows`` of a (n_rows, n_cols) matrix at ``base`` (a tile's first row: int32 offsets within it),
+    zeros past its ends (checked only where BOUNDS, and for columns where the block is wider than the matrix).
+    # (len(rows), BLOCK_C)"""
+    cols = tl.arange(0, BLOCK_C)
+    ptrs = base + rows[:, None] * s_row + cols[None, :] * s_col
+    if BOUNDS:
+        tile = tl.load(ptrs, mask=(rows[:, None] < n_rows) & (cols[None, :] < n_cols), other=0.0)
+    else:
+        tile = tl.load(ptrs, mask=cols[None, :] < n_cols, other=0.0)
+    return tile
 
 
 @triton.jit
-def load_rows(base, offs, s_row, s_col, n_rows, n_cols, BLOCK_D: tl.constexpr):
-    """The rows ``offs`` of a (n_rows, n_cols) matrix, zeros past its ends.  # (len(offs), BLOCK_D)"""
-    cols = tl.arange(0, BLOCK_D)
-    inside = (offs[:, None] < n_rows) & (cols[None, :] < n_cols)
-    return tl.load(base + offs[:, None] * s_row + cols[None, :] * s_col, mask=inside, other=0.0)
+def rounded(x, dtype: tl.constexpr, DOT: tl.constexpr):
+    """x in ``dtype``, rounded to nearest as a GPU rounds (Triton 3.8's interpreter, DOT 2, truncates float32 to
+    bf16: a bias of 2^-9 that summed products show; there the rounding is done on the bits)."""
+    if DOT == 2 and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        r = bits.to(tl.float32, bitcast=True).to(dtype)
+    else:
+        r = x.to(dtype)
+    return r
+
+
+@triton.jit
+def store_rows(base, x, n_rows, n_cols, BLOCK_C: tl.constexpr, DOT: tl.constexpr):
+    """x (R, BLOCK_C) into the first rows of a contiguous (., n_cols) matrix at ``base``, in its dtype, up to
+    n_rows."""
+    rows, cols = tl.arange(0, x.shape[0]), tl.arange(0, BLOCK_C)
+    tl.store(base + rows[:, None] * n_cols + cols[None, :], rounded(x, base.dtype.element_ty, DOT),
+             mask=(rows[:, None] < n_rows) & (cols[None, :] < n_cols))
+
+
+@triton.jit
+def load_rows(base, rows, n_rows, other, BOUNDS: tl.constexpr):
+    """One value per row (norms, statistics), ``other`` past the end where BOUNDS (norms: 1, so that padding scores
+    stay finite).  # (len(rows),)"""
+    if BOUNDS:  # noqa: SIM108 (a conditional expression is not Triton syntax)
+        r = tl.load(base + rows, mask=rows < n_rows, other=other)
+    else:
+        r = tl.load(base + rows)
+    return r
 
 
 @triton.jit
@@ -33,130 +82,113 @@ def matmul(a, b, DOT: tl.constexpr):
 
 
 @triton.jit
-def grad_operand(w, like):
-    """Gradient weights w (float32: the factor z^2 / d can pass fp16's range) as :func:`grad_matmul` multiplies them
-    by blocks of ``like``'s dtype: bf16 as bf16 (its range is float32's), others as they are. The row and column sums
-    that go with the product are taken from the same numbers, so the terms w (k_j - q_i) stay whole."""
-    if like.dtype == tl.bfloat16:  # noqa: SIM108 (a conditional expression is not Triton syntax)
-        r = w.to(tl.bfloat16)
+def gradient_products(g, q, k, dk, DOT: tl.constexpr):
+    """(dk + g @ q, g^T @ k, g as multiplied) for float32 gradient weights g (keys, queries) of q and k blocks: bf16
+    blocks as two bf16 products, g's bf16 rounding and the rest (~16 bits, as float32 would give to ~1e-5; one
+    product left g 2^-9 off, 2.4 times the CPU path's error in bf16); fp16 blocks as tf32 (fp16's mantissa, float32's
+    range: the factor z^3 can pass fp16's); float32 in full. The sums of g that go with them are to be taken from
+    the g returned (the numbers multiplied), so that each pair's term g_ij (k_j - q_i) stays whole."""
+    if q.dtype == tl.bfloat16:  # (the interpreter too, DOT 2: its products in float32 of the same bf16 numbers)
+        hi = rounded(g, tl.bfloat16, DOT)
+        lo = rounded(g - hi.to(tl.float32), tl.bfloat16, DOT)
+        if DOT == 0:
+            dk = tl.dot(lo, q, tl.dot(hi, q, dk))
+            dq = tl.dot(tl.trans(lo), k, tl.dot(tl.trans(hi), k))
+        else:
+            dk += matmul(hi, q, DOT) + matmul(lo, q, DOT)
+            dq = matmul(tl.trans(hi), k, DOT) + matmul(tl.trans(lo), k, DOT)
+        g = hi.to(tl.float32) + lo.to(tl.float32)
+    elif DOT != 0:
+        dk += matmul(g, q, DOT)
+        dq = matmul(tl.trans(g), k, DOT)
     else:
-        r = w
-    return r
+        dk = tl.dot(g, q.to(tl.float32), dk, input_precision="tf32")
+        dq = tl.dot(tl.trans(g), k.to(tl.float32), input_precision="tf32")
+    return dk, dq, g
 
 
 @triton.jit
-def grad_matmul(w, m, DOT: tl.constexpr):
-    """w @ m for w from :func:`grad_operand`: fp16 blocks as tf32 (fp16's mantissa, float32's range)."""
-    if DOT != 0:
-        r = matmul(w, m, DOT)
-    elif m.dtype == tl.float16:
-        r = tl.dot(w, m.to(tl.float32), input_precision="tf32")
+def hot_scores(s, row_sq, col_sq, neg2a, e2, FOLD: tl.constexpr):
+    """Base-2 scores of a tile from its products ``s`` and the norms (a ||.||^2, b in one of them): rsqrt(|x|) where
+    eps is folded into x (|x| at least b = e2^2: finite), else 1/(sqrt(|x|) + e2). |x|: a pair the expansion takes
+    below 0 scores high, so its tile goes to the exact path (and a NaN stays NaN).  # (R, C)"""
+    x = tl.abs(s * neg2a + (row_sq[:, None] + col_sq[None, :]))
+    if FOLD:
+        x = tl.maximum(x, e2 * e2)
+    return score(x, e2, FOLD)
+
+
+@triton.jit
+def score(x, e2, FOLD: tl.constexpr):
+    """The base-2 score of a squared distance x >= 0 from the expansion: rsqrt(x) where x holds eps^2 (FOLD), else
+    1/(sqrt(x) + e2)."""
+    if FOLD:  # noqa: SIM108 (a conditional expression is not Triton syntax)
+        z = tl.math.rsqrt(x)
     else:
-        r = tl.dot(w, m)
-    return r
+        z = tl.fdiv(1.0, tl.sqrt(x) + e2)
+    return z
 
 
 @triton.jit
-def tile_distances(
-    q,
-    qf,
-    q_sq,
-    k,
-    k_base,
-    s_kn,
-    s_kd,
-    m_base,
-    s_mm,
-    s_mn,
-    offs_m,
-    start_n,
-    lq,
-    lk,
-    d_real,
-    s2,
-    row_near,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    MASK: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    DOT: tl.constexpr,
-):
-    """One tile's squared scaled distances ``x`` (exact where it matters, +inf where blocked), the keys each query
-    may attend, the additive mask in base 2 (zeros without one) and the exact pairs (two one-hot masks).
-    q (M, D) in its dtype, qf the same in float32, q_sq (M,) its squared norms; k (N, D) the tile's keys."""
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    kf = k.to(tl.float32)
-    k_sq = tl.sum(kf * kf, 1)
-    qk = matmul(q, tl.trans(k), DOT)
-    x = (q_sq[:, None] + k_sq[None, :] - 2.0 * qk) * s2
-    x = tl.where(x < 0.0, 0.0, x)  # not tl.maximum, which drops a NaN
-    allowed = (offs_m[:, None] < lq) & (offs_n[None, :] < lk)
-    if CAUSAL:
-        allowed = allowed & (offs_m[:, None] >= offs_n[None, :])
-    bias = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if MASK == 1:
-        keep = tl.load(m_base + offs_m[:, None] * s_mm + offs_n[None, :] * s_mn, mask=allowed, other=0)
-        allowed = allowed & (keep != 0)
-    if MASK == 2:
-        bias = tl.load(m_base + offs_m[:, None] * s_mm + offs_n[None, :] * s_mn, mask=allowed, other=0.0)
-        bias = bias.to(tl.float32) * LOG2E
-        allowed = allowed & (bias > float("-inf"))
-    x = tl.where(allowed, x, float("inf"))
-    need = tl.min(x, 1) <= (row_near * s2) * q_sq  # (M,); NaN compares False
-    hit1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int1)
-    hit2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int1)
-    if tl.max(need.to(tl.int32), 0) > 0:
-        cols = tl.arange(0, BLOCK_N)
-        i1 = tl.argmin(x, 1)
-        rest = tl.where(cols[None, :] == i1[:, None], float("inf"), x)
-        i2 = tl.argmin(rest, 1)
-        has2 = tl.min(rest, 1) < float("inf")
-        diff1 = load_rows(k_base, start_n + i1, s_kn, s_kd, lk, d_real, BLOCK_D).to(tl.float32) - qf
-        diff2 = load_rows(k_base, start_n + i2, s_kn, s_kd, lk, d_real, BLOCK_D).to(tl.float32) - qf
-        x1 = tl.sum(diff1 * diff1, 1) * s2
-        x2 = tl.sum(diff2 * diff2, 1) * s2
-        floor = tl.maximum(x1, tl.where(has2, x2, 0.0))
-        hit1 = need[:, None] & (cols[None, :] == i1[:, None])
-        hit2 = (need & has2)[:, None] & (cols[None, :] == i2[:, None])
-        x = tl.where(need[:, None] & allowed, tl.maximum(x, floor[:, None]), x)
-        x = tl.where(hit1, x1[:, None], x)
-        x = tl.where(hit2, x2[:, None], x)
-    return x, allowed, bias, hit1, hit2
+def hot_factor(z, e2, FOLD: tl.constexpr):
+    """z^2 / d, the gradient's factor (d the base-2 distance): z^3 where z = x^-1/2.  # (R, C)"""
+    if FOLD:
+        f = z * z * z
+    else:
+        d = tl.fdiv(1.0, z) - e2
+        f = tl.where(d > 0.0, tl.fdiv(z * z, d), 0.0)
+    return f
 
 
 @triton.jit
-def scores(x, allowed, bias, eps):
-    """(z, base-2 logit): z = 1/(sqrt(x) + eps), the logit log2(e) z plus the mask's, -inf where blocked."""
-    z = 1.0 / (tl.sqrt(x) + eps)
-    return z, tl.where(allowed, z * LOG2E + bias, float("-inf"))
+def exact_squares(
+    r_base, r_rows, s_r, n_r, c_base, c_rows, s_c, n_c, s_rd, s_cd, d_real, a, BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):  # fmt: skip
+    """a ||c_j - r_i||^2 of every pair of a tile from the differences, in float32, summed over the head dimension
+    in order, one column at a time: the same bits wherever the tile is computed and whichever side is its rows.
+    # (BLOCK_R, BLOCK_C)"""
+    acc = tl.zeros((BLOCK_R, BLOCK_C), tl.float32)
+    for col in range(0, d_real):
+        r = tl.load(r_base + r_rows * s_r + col * s_rd, mask=r_rows < n_r, other=0.0).to(tl.float32)
+        c = tl.load(c_base + c_rows * s_c + col * s_cd, mask=c_rows < n_c, other=0.0).to(tl.float32)
+        diff = c[None, :] - r[:, None]
+        acc += diff * diff
+    return acc * a
 
 
 @triton.jit
-def row_stats(STATS, bh, offs_m, lq):
-    """Each row's largest logit and sum of weights, as the forward pass stored them (0 and 1 past the end)."""
-    top = tl.load(STATS + bh * lq + offs_m, mask=offs_m < lq, other=0.0)
-    total = tl.load(STATS + (tl.num_programs(1) + bh) * lq + offs_m, mask=offs_m < lq, other=1.0)
-    return top, total
-
-
-@triton.jit
-def softmax_weights(logit, allowed, top, total):
-    """softmax weights from the forward pass's row statistics.  # (M, N)"""
-    return tl.where(allowed, tl.exp2(logit - top[:, None]) / total[:, None], 0.0)
-
-
-@triton.jit
-def weight_grads(x, z, p, dp, delta):
-    """p (dp - delta) z^2 / d: the gradient of the loss over -dx/2 (0 where d = 0 and where blocked; NaN stays)."""
+def exact_scores(x, e2):
+    """(z, d): base-2 scores 1/(d + e2) of exact squared distances x, and d = sqrt(x).  # (R, C) each"""
     d = tl.sqrt(x)
-    return tl.where(d == 0.0, 0.0, p * z * z / d * (dp - delta[:, None]))
+    return tl.fdiv(1.0, d + e2), d
 
 
 @triton.jit
-def pair_terms(at, w, qf, k_base, s_kn, s_kd, start_n, lk, d_real, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Each query's term w_ij (k_j - q_i) of its exact pair in the one-hot ``at``, from the difference (zeros in a
-    row without one).  # (M, D) float32"""
-    key = start_n + tl.sum(tl.where(at, tl.arange(0, BLOCK_N)[None, :], 0), 1)
-    near = load_rows(k_base, key, s_kn, s_kd, lk, d_real, BLOCK_D).to(tl.float32)
-    return tl.sum(tl.where(at, w, 0.0), 1)[:, None] * (near - qf)
+def allowed_pairs(
+    rows, cols, n_rows, n_cols, shift, m_ptrs, BOUNDS: tl.constexpr, DIAG: tl.constexpr, MASK: tl.constexpr,
+    QUERY_ROWS: tl.constexpr,
+):  # fmt: skip
+    """(allowed, bias): the pairs a query may attend in a tile and the additive mask in base 2 (0 without one).
+    rows, cols: the tile's indices from its first row and column, n_rows, n_cols: how many are inside. BOUNDS: the
+    tile crosses an end; DIAG: the causal diagonal crosses it (``shift``: the tile's first key less its first query);
+    MASK 1 boolean, 2 additive (``m_ptrs``: the mask's entries for the tile). QUERY_ROWS: the tile's rows are
+    queries, else keys.  # (R, C) each"""
+    allowed = (rows[:, None] >= 0) & (cols[None, :] >= 0)
+    if BOUNDS:
+        allowed = allowed & (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    if DIAG:
+        if QUERY_ROWS:
+            allowed = allowed & (rows[:, None] >= cols[None, :] + shift)
+        else:
+            allowed = allowed & (cols[None, :] >= rows[:, None] + shift)
+    bias = tl.zeros(allowed.shape, tl.float32)
+    if MASK == 1:
+        allowed = allowed & (tl.load(m_ptrs, mask=allowed, other=0) != 0)
+    if MASK == 2:
+        bias = tl.load(m_ptrs, mask=allowed, other=0.0).to(tl.float32) * 1.4426950408889634
+        allowed = allowed & (bias > float("-inf"))
+    return allowed, bias
+
+
+# fmt: on
