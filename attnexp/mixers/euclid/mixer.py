@@ -49,7 +49,9 @@ class EuclidAttention(MultiHeadAttention):
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:
         scale = self.head_dim**-0.5
         # The kernel where it runs, the causal mask as its flag (no (Lq, Lk) tensor); float64 excepted: the kernel
-        # refuses it, the torch path takes it (with float32 distances, as on every device).
-        if available(q.device) and q.dtype != torch.float64:
+        # refuses it, the torch path takes it (with float32 distances, as on every device); and deterministic
+        # algorithms asked for (trainer.deterministic=true): the kernel sums dq with atomic adds, whose last bits vary
+        # from run to run, as flash attention's backward does; the torch path's sums do not.
+        if available(q.device) and q.dtype != torch.float64 and not torch.are_deterministic_algorithms_enabled():
             return triton_euclid_attention(q, k, v, mask, self.causal, scale, self.eps)  # (B, H, Lq, Dv)
         return fused_euclid_attention(q, k, v, self.full_mask(mask, q, k), scale, self.eps)  # (B, H, Lq, Dv)
