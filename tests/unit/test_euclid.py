@@ -295,3 +295,27 @@ def test_masks_that_are_not_boolean_or_do_not_broadcast_are_refused():
         attn(x, mask=torch.ones(2, 1, 5, 5, dtype=torch.int64))
     with pytest.raises(ValueError, match="broadcast"):
         attn(x, mask=torch.ones(3, 1, 5, 5, dtype=torch.bool))
+
+
+def test_deterministic_algorithms_asked_for_run_the_torch_path_not_the_kernel(monkeypatch):
+    """The kernel sums dq with atomic adds (last bits vary between runs on a GPU): trainer.deterministic=true runs
+    the torch path instead."""
+    import torch
+
+    from attnexp.mixers import EuclidAttention
+    from attnexp.mixers.euclid import mixer
+
+    launched = []
+    monkeypatch.setattr(mixer, "available", lambda device: True)
+    monkeypatch.setattr(mixer, "triton_euclid_attention", lambda *args: launched.append(args) or args[0])
+    attn = EuclidAttention(8, heads=2, path="fused")
+    x = torch.randn(2, 5, 8)
+    attn(x)
+    assert launched  # the kernel where it is available
+    launched.clear()
+    torch.use_deterministic_algorithms(True)
+    try:
+        attn(x)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert not launched
