@@ -43,12 +43,12 @@ def take(folder: str | Path) -> None:
 
 
 def holder(folder: str | Path) -> int | None:
-    """The process that holds ``folder``'s lock (its number, 0 if it did not say), or None when none does or the
-    folder has no lock file (a run recorded before locks: :func:`attnexp.runs.metrics_file.current_status` asks the
-    process table then)."""
+    """The other process that holds ``folder``'s lock (its number, 0 if it did not say), or None when none does (this
+    one may), or the folder has no lock file (a run recorded before locks:
+    :func:`attnexp.runs.metrics_file.current_status` asks the process table then)."""
     path = Path(folder) / FILE
     if Path(folder).absolute() in HELD:
-        return os.getpid()
+        return None
     try:
         file = open(path)  # noqa: SIM115 (closed by the with below, after the check)
     except FileNotFoundError:

@@ -3,6 +3,7 @@ number, and gone with the process however it ends."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -39,7 +40,13 @@ def test_a_held_lock_is_refused_with_the_process_and_released_by_kill_9(tmp_path
     assert lock.holder(tmp_path / "run") is None  # no stale lock
 
 
-def test_this_process_holds_its_own_lock_once(tmp_path):
+def test_this_process_holds_its_own_lock_once_and_sees_no_other_holder(tmp_path):
+    """Under its own lock a start reads the folder's record as no other process trains there (a record left at
+    running by a killed process is abandoned)."""
     lock.take(tmp_path / "mine")
     lock.take(tmp_path / "mine")  # again: still this process's, no deadlock
-    assert lock.holder(tmp_path / "mine") is not None and lock.holder(tmp_path / "none") is None
+    assert lock.holder(tmp_path / "mine") is None and lock.holder(tmp_path / "none") is None
+    other = "import sys\nfrom attnexp.runs import lock\ntry:\n    lock.take(sys.argv[1])\n"
+    other += "except lock.Busy as busy:\n    print(busy.pid)"
+    said = subprocess.run([sys.executable, "-c", other, str(tmp_path / "mine")], capture_output=True, text=True)
+    assert said.stdout.strip() == str(os.getpid()), said.stderr  # another process is refused, told who holds it
