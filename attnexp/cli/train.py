@@ -94,13 +94,15 @@ def main(cfg: DictConfig) -> Any:
         for line in report.finished(folder, found):
             log.info(line)
         return found.get(metric or "val/acc_best")
-    try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
-        lock.take(folder)
-    except lock.Busy as busy:
-        return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
-    kind, found = folders.state(folder)  # again, under the lock: the other start may have ended meanwhile
-    if kind == "finished" or folders.refusal(folder, kind, found, bool(cfg.get("resume"))):
-        return refused(folder, folders.refusal(folder, kind, found, bool(cfg.get("resume"))), multirun, found, metric)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank Lightning started trains beside rank 0
+        try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
+            lock.take(folder)
+        except lock.Busy as busy:
+            return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
+        kind, found = folders.state(folder)  # again, under the lock: the other start may have ended meanwhile
+        why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
+        if kind == "finished" or why:
+            return refused(folder, why, multirun, found, metric)
     if kind == "restart":
         log.info(report.restarted(folder, found))
     overrides = [str(o) for o in hydra_cfg.overrides.task]
