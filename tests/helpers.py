@@ -247,3 +247,14 @@ def quiet_trainer(**settings):
 
     quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     return pl.Trainer(**{**quiet, "enable_model_summary": False, "num_sanity_val_steps": 0, **settings})
+
+
+def line_of(cls: type, text: str) -> str:
+    """``file:line`` of the line of ``cls``'s source that holds ``text``, the file as attnexp's messages show it."""
+    import inspect
+
+    from attnexp.mixers.contract import shown
+
+    lines, first = inspect.getsourcelines(cls)
+    number = first + next(i for i, line in enumerate(lines) if text in line)
+    return f"{shown(Path(inspect.getsourcefile(cls)))}:{number}"

@@ -17,6 +17,7 @@ to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -134,9 +135,13 @@ class MultiHeadAttention(TokenMixer):
         q, k, v = (self._split(p(t)) for p, t in ((self.q_proj, x), (self.k_proj, context), (self.v_proj, context)))
         out, weights = self.attend(q, k, v, mask, need_weights, **passed)  # (B, H, Lq, D)
         b, lq, lk = x.shape[0], x.shape[1], context.shape[1]
-        expect_shape(self, "attend", "an output", out, (b, self.heads, lq, self.head_dim), "(B, H, Lq, D)")
+
+        def again(part: int) -> Callable[[], Any]:  # the call once more, for the line that computed a wrong shape
+            return lambda: self.attend(q, k, v, mask, need_weights, **passed)[part]
+
+        expect_shape(self, "attend", "an output", out, (b, self.heads, lq, self.head_dim), "(B, H, Lq, D)", again(0))
         if weights is not None:
-            expect_shape(self, "attend", "weights", weights, (b, self.heads, lq, lk), "(B, H, Lq, Lk)")
+            expect_shape(self, "attend", "weights", weights, (b, self.heads, lq, lk), "(B, H, Lq, Lk)", again(1))
         out = out.transpose(1, 2).reshape(b, lq, self.dim)  # (B, Lq, C)
         return self.out_proj(out), weights
 
@@ -202,15 +207,18 @@ class MultiHeadAttention(TokenMixer):
         if path != EXPLICIT:
             return self.fused(q, k, v, mask, path, **tokens), None
         dropout = self.dropout if self.training else 0.0
-        scores = self.score(q.float(), k.float(), **tokens)
-        expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)")
+        q, k = q.float(), k.float()
+        scores = self.score(q, k, **tokens)
+        again = functools.partial(self.score, q, k, **tokens)
+        expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)", again)
         out, weights = attention(self.hook_scores(scores), v, self.full_mask(mask, q, k), dropout, self.normalised)
         return out, weights if need_weights else None
 
     def normalised(self, scores: Tensor, mask: Tensor | None) -> Tensor:
         """:meth:`normalise`, its weights held to the scores' shape.  # (B, H, Lq, Lk)"""
         weights = self.normalise(scores, mask)
-        expect_shape(self, "normalise", "weights", weights, tuple(scores.shape), "(B, H, Lq, Lk)")
+        again = functools.partial(self.normalise, scores, mask)
+        expect_shape(self, "normalise", "weights", weights, tuple(scores.shape), "(B, H, Lq, Lk)", again)
         return weights
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:

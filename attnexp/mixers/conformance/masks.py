@@ -7,6 +7,7 @@ import torch
 from attnexp.errors import AttnexpError
 from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, refusal, relative, short
 from attnexp.mixers.contract import DISTRIBUTIONS, weight_kind
+from attnexp.mixers.tracing import computed_at
 
 MOVED = 8  # the causal check changes the tokens from at most this many positions on, spread over the length
 
@@ -131,7 +132,7 @@ def fully_masked_rows(kit: Kit) -> Outcome:
         return True, f"masks or out_proj=False refused: {short(err)}"
     nonfinite = sum(int((~torch.isfinite(o)).sum()) for o, _ in outs)
     if nonfinite:
-        return False, f"{nonfinite} NaN or infinite outputs"
+        return False, f"{nonfinite} NaN or infinite outputs{computed_at(mixer, lambda: mixer(kit.x, mask=mask), True)}"
     kind = weight_kind(mixer)
     if kind != DISTRIBUTIONS:
         return True, f"outputs finite (weights {kind}: no zeros asked)"
