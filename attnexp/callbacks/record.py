@@ -78,6 +78,13 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     return {"status": metrics_file.OK}
 
 
+def leaked(fields: dict[str, Any]) -> dict[str, str]:
+    """``invalid``, with why, where the trained network was found reading later tokens (the record's ``causality``,
+    :class:`~attnexp.callbacks.causality.CausalityCheck`); else nothing."""
+    found = fields.get("causality") or {}
+    return {"status": metrics_file.INVALID, "error": found["error"]} if found.get("leak") else {}
+
+
 def best_score(trainer: pl.Trainer) -> dict[str, Any]:
     """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has; and
     ``best_checkpoint``, that checkpoint's file (``attnexp-predict checkpoint=best``)."""
@@ -87,11 +94,11 @@ def best_score(trainer: pl.Trainer) -> dict[str, Any]:
 
 
 class RecordKeeper(pl.Callback):
-    """Keeps every run's record up to date: its status as it goes (``running``, ``trained``, ``ok``; ``untrained``
-    or ``unvalidated`` with ``error``; ``failed``, ``diverged`` or ``interrupted`` with ``interrupted.ckpt``), what
-    ran (:func:`what_ran`), the final metrics, the checkpoint metric after each validation (``monitor_history``, kept
-    in checkpoints for a resumed run) and whether the budget ended while still improving. ``announce``: log what is
-    about to train."""
+    """Keeps every run's record up to date: its status as it goes (``running``, ``trained``, ``ok``; ``untrained``,
+    ``unvalidated`` or ``invalid`` with ``error``; ``failed``, ``diverged`` or ``interrupted`` with
+    ``interrupted.ckpt``), what ran (:func:`what_ran`), the final metrics, the checkpoint metric after each
+    validation (``monitor_history``, kept in checkpoints for a resumed run) and whether the budget ended while still
+    improving. ``announce``: log what is about to train."""
 
     def __init__(self, record: RunRecord, test: bool = True, announce: bool = False) -> None:
         self.record, self.test, self.announce = record, test, announce
@@ -152,7 +159,7 @@ class RecordKeeper(pl.Callback):
             pl_module.task.mode,
             resolution.scored_units(self.record.fields, monitor),
         )
-        self.outcome = outcome(trainer, self.validated, self.test)
+        self.outcome = outcome(trainer, self.validated, self.test) | leaked(self.record.fields)
         self._write(
             trainer,
             fit_s=round(seconds, 3),
@@ -166,7 +173,8 @@ class RecordKeeper(pl.Callback):
         )
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)
+        final = self.outcome | leaked(self.record.fields)  # the tested weights were checked when the test started
+        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **final)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning

@@ -56,6 +56,7 @@ class AnswerTokens(Task):
     """
 
     summary: ClassVar[dict[str, str]] = {"test/acc": "max", "test/seq_acc": "max", "val/acc_best": "max"}
+    causal: ClassVar[bool] = True
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max", lengths: Sequence[int] | None = None) -> None:
         super().__init__(monitor, mode)
