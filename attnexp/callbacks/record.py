@@ -12,7 +12,7 @@ from attnexp import resolution
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
-from attnexp.mixers.declared import built_causal
+from attnexp.mixers.declared import built_causal, weight_kinds
 from attnexp.runs import metrics_file, provenance
 from attnexp.runs.record import RunRecord
 
@@ -21,7 +21,8 @@ log = logging.getLogger("attnexp")
 
 def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
-    data's chance level and evaluated examples, the software and the device."""
+    mixers' causality and kind of weights, the data's chance level and evaluated examples, the software and the
+    device."""
     task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
     params, summary = sum(p.numel() for p in pl_module.parameters()), list(task.summary.items())
     facts: dict[str, Any] = {
@@ -39,6 +40,7 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
         facts["path"] = ",".join(paths)
     facts["causal"] = built_causal(pl_module.net)  # as the network built its mixers, whatever model.causal says
+    facts["weight_kind"] = weight_kinds(pl_module.net)  # what the mixers' weights are: how telemetry reads them
     chance = getattr(datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
     facts |= {} if chance is None else {"chance": chance}
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution

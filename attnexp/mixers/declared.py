@@ -6,7 +6,7 @@ public contract only."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +18,7 @@ from attnexp.mixers.contract import MixerRequest, is_mixer, weight_kind, where_d
 from attnexp.mixers.multihead import MultiHeadAttention
 from attnexp.mixers.tracing import computed_at
 
+T = TypeVar("T")
 LOW_PRECISION_TOL = 1e-2  # a row sum's rounding when the weights were computed in bf16 or fp16
 
 
@@ -67,7 +68,18 @@ def built_causal(net: nn.Module) -> bool | list[bool] | None:
     """Whether ``net``'s mixers were built causal, as the network asked or the mixer's own setting said: one answer
     when every mixer agrees, else one per mixer in module order (an encoder-decoder's decoder); None without
     mixers. What a run records (``causal``), whatever ``model.causal`` the config held."""
-    causal = [bool(cast(MixerRequest, m.request).causal) for m in net.modules() if is_mixer(m)]
-    if not causal:
+    return per_mixer(net, lambda m: bool(cast(MixerRequest, m.request).causal))
+
+
+def weight_kinds(net: nn.Module) -> str | list[str] | None:
+    """What ``net``'s mixers say their weights are (``weight_kind``): one kind when every mixer says the same, else
+    one per mixer in module order; None without mixers. What a run records (``weight_kind``)."""
+    return per_mixer(net, weight_kind)
+
+
+def per_mixer(net: nn.Module, fact: Callable[[nn.Module], T]) -> T | list[T] | None:
+    """``fact`` of each of ``net``'s mixers: one value when they agree, else a list in module order, None without."""
+    found = [fact(m) for m in net.modules() if is_mixer(m)]
+    if not found:
         return None
-    return causal[0] if len(set(causal)) == 1 else causal
+    return found[0] if len(set(found)) == 1 else found

@@ -186,4 +186,4 @@ def test_a_verdict_from_two_seeds_or_on_budgets_still_improving_says_so(tmp_path
     assert text.startswith(f"**Primary metric test/acc.** model=diff vs model=dot: {verdict}.")
     assert "### test/acc (primary; higher is better)" in text and "### test/loss (secondary; lower is better)" in text
     assert "model=diff: 1 of 2 runs (seed 1) were still improving at their last epoch" in text
-    assert "| model=diff | 2/2 | 100 | - | - | 1/2 | ok |" in text
+    assert "| model=diff | 2/2 | 100 | - | - | - | 1/2 | ok |" in text  # no weight_kind recorded: -
