@@ -47,6 +47,19 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
     return proc
 
 
+def run_kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run ``attnexp-check`` (the console script's module) with ``args`` in ``cwd``."""
+    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "attnexp.cli.check", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def run_dirs(root: Path) -> list[Path]:
     """Every run folder (one holding metrics.json) under ``root``, sorted, once each: a sweep's links to its jobs' runs
     are followed, and a run reached both ways is named by its own folder."""

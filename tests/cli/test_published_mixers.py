@@ -4,16 +4,14 @@ every callback; and what the kit and a run say about mixers that break the contr
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from broken_mixers import DropsALastToken
-from helpers import FAST, PUBLISHED, REPO, TEST_ENV, line_of, read_events, read_metrics, run_cli, run_dirs
+from helpers import FAST, PUBLISHED, REPO, line_of, read_events, read_metrics, run_cli, run_dirs
+from helpers import run_kit as kit
 
 SIZES = {  # a network of another width, depth and number of heads than the small default (gau: one head)
     "diff": ["data=digits", "net.dim=16", "net.depth=2", "net.prenorm=true", "model.heads=2"],
@@ -21,18 +19,6 @@ SIZES = {  # a network of another width, depth and number of heads than the smal
     "gau": ["data=digits", "net.dim=16", "net.depth=2", "net.prenorm=true"],
 }
 KINDS = {"diff": "attn/layer0/negative_mass", "linear": "attn/layer0/entropy", "gau": "attn/layer0/mass"}
-
-
-def kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **TEST_ENV, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "attnexp.cli.check", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture
