@@ -65,7 +65,8 @@ def attention(
     """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
 
     The steps every attention mixer shares, written once: :func:`attention_weights`, then dropout and ``@ v``.
-    Scores come in float32 so large logits (euclid's 1/eps) never overflow under mixed precision.
+    Scores come in float32 (float64 in a float64 module) so large logits (euclid's 1/eps) never overflow under mixed
+    precision; the weights meet ``v`` in its dtype.
     # scores (B, H, Lq, Lk), v (B, H, Lk, D)
     """
     weights = attention_weights(scores, mask, normalise).to(v.dtype)
@@ -158,7 +159,8 @@ class MultiHeadAttention(TokenMixer):
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         """Attention logits before masking and the normaliser (a mixer whose :meth:`tokens` gives something takes it
-        as the keyword ``tokens``).  # (B, H, Lq, Lk)"""
+        as the keyword ``tokens``). ``q`` and ``k`` come in float32 whatever the autocast or module precision, float64
+        in a float64 module.  # (B, H, Lq, Lk)"""
         raise NotImplementedError
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -207,7 +209,7 @@ class MultiHeadAttention(TokenMixer):
         if path != EXPLICIT:
             return self.fused(q, k, v, mask, path, **tokens), None
         dropout = self.dropout if self.training else 0.0
-        q, k = q.float(), k.float()
+        q, k = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k))  # float32, or float64 kept
         scores = self.score(q, k, **tokens)
         again = functools.partial(self.score, q, k, **tokens)
         expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)", again)

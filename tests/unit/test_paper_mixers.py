@@ -88,6 +88,31 @@ def test_the_leak_and_padding_checks_run_at_trained_parameters():
     assert masks.causal_leak(Kit(partial(KeyConvAttention), 0, Size(causal=True)).at(trained(right.state_dict())))[0]
 
 
+def formula(mixer: Retention, x: torch.Tensor) -> torch.Tensor:
+    """Retention, written as the paper's loop: out_i = sum_(j <= i) gamma^(i - j) (q_i . k_j) / sqrt(d) v_j."""
+    q, k, v = (mixer._split(p(x)) for p in (mixer.q_proj, mixer.k_proj, mixer.v_proj))
+    out = torch.zeros_like(q)
+    for i in range(x.shape[1]):
+        for j in range(i + 1):
+            weight = mixer.gamma ** (i - j) * (q[..., i, :] * k[..., j, :]).sum(-1) / mixer.head_dim**0.5
+            out[..., i, :] += weight[..., None] * v[..., j, :]
+    return mixer.out_proj(out.transpose(1, 2).reshape(x.shape))
+
+
+@pytest.mark.parametrize("path", ["auto", "recurrent"])
+def test_retention_equals_a_float64_loop_of_its_formula_on_either_path(path):
+    """Finding: the module cast q and k to float32 before score even in a float64 module, so a float64 check stopped
+    at float32 rounding. Its parallel form runs under auto, its recurrent form by name."""
+    torch.manual_seed(0)
+    mixer = Retention(16, causal=True, heads=2, path=path).double().eval()
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    assert mixer.path_for(x.device) == ("explicit" if path == "auto" else "recurrent")
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(x)[0], formula(mixer, x), rtol=1e-12, atol=1e-12)
+    fused = results(partial(Retention))["fused equals explicit"]
+    assert fused.ok and "recurrent:" in fused.measured
+
+
 def test_the_kit_names_the_line_that_made_infinite_weights():
     """Finding: a weights failure was named at the mixer's class line, not at the line that computed the weights."""
     found = results(partial(DecayOverflows), Size(3, 16, 19, 16))
