@@ -7,7 +7,7 @@ import re
 from omegaconf import DictConfig, OmegaConf
 
 # Exit statuses of the ``attnexp`` command.
-EXIT_CODES = {"bad_input": 2, "failed": 1, "diverged": 3, "interrupted": 130}
+EXIT_CODES = {"bad_input": 2, "failed": 1, "invalid": 1, "diverged": 3, "interrupted": 130}
 
 
 class AttnexpError(Exception):

@@ -32,6 +32,7 @@ NOT_METHOD = (
     "callbacks.tensorboard_hparams",
     "callbacks.telemetry",
     "callbacks.figures",
+    "callbacks.causality",
     "callbacks.checkpoint.dirpath",
     "callbacks.checkpoint.filename",
     "callbacks.checkpoint.auto_insert_metric_name",

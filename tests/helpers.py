@@ -61,6 +61,11 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
     return proc
 
 
+def run_kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run ``attnexp-check`` with ``args`` in ``cwd``."""
+    return run_script(cwd, "attnexp-check", *args)
+
+
 def run_dirs(root: Path) -> list[Path]:
     """Every run folder (one holding metrics.json) under ``root``, sorted, once each: a sweep's links to its jobs' runs
     are followed, and a run reached both ways is named by its own folder."""
@@ -261,3 +266,14 @@ def quiet_trainer(**settings):
 
     quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
     return pl.Trainer(**{**quiet, "enable_model_summary": False, "num_sanity_val_steps": 0, **settings})
+
+
+def line_of(cls: type, text: str) -> str:
+    """``file:line`` of the line of ``cls``'s source that holds ``text``, the file as attnexp's messages show it."""
+    import inspect
+
+    from attnexp.mixers.contract import shown
+
+    lines, first = inspect.getsourcelines(cls)
+    number = first + next(i for i, line in enumerate(lines) if text in line)
+    return f"{shown(Path(inspect.getsourcefile(cls)))}:{number}"

@@ -39,16 +39,24 @@ class Figures(pl.Callback):
 
 
 def forward_with_weights(pl_module: Any, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:
+    """The network on ``x`` as :func:`evaluated` runs it, returning float32 logits and each layer's weights."""
+    logits, maps = evaluated(pl_module, x, need_weights=True)
+    note_missing_weights(pl_module, maps)
+    return logits.float(), [m if m is None else m.float() for m in maps]
+
+
+def evaluated(pl_module: Any, x: Tensor, need_weights: bool = False) -> Any:
     """The network in eval mode on ``x`` (through its task: an encoder-decoder decodes its own output) at the
-    trainer's precision, returning float32 logits and each layer's weights; its mode is restored."""
+    trainer's precision, without gradients; its mode is restored."""
     net, precision = pl_module.net, pl_module.trainer.precision_plugin
     was_training = net.training
     net.eval()
-    with torch.no_grad(), precision.forward_context():
-        logits, maps = pl_module.task.forward(net, precision.convert_input(x.to(pl_module.device)), need_weights=True)
-    net.train(was_training)
-    note_missing_weights(pl_module, maps)
-    return logits.float(), [m if m is None else m.float() for m in maps]
+    try:
+        with torch.no_grad(), precision.forward_context():
+            inputs = precision.convert_input(x.to(pl_module.device))
+            return pl_module.task.forward(net, inputs, need_weights=need_weights)
+    finally:
+        net.train(was_training)
 
 
 def note_missing_weights(pl_module: Any, maps: list[Tensor | None]) -> None:

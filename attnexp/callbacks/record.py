@@ -12,7 +12,7 @@ from attnexp import resolution
 from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
-from attnexp.mixers.declared import built_causal
+from attnexp.mixers.declared import built_causal, weight_kinds
 from attnexp.runs import metrics_file, provenance
 from attnexp.runs.record import RunRecord
 
@@ -21,7 +21,8 @@ log = logging.getLogger("attnexp")
 
 def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     """What the run trains besides its settings: parameters, batch sizes, the task's metrics, the attention path, the
-    data's chance level and evaluated examples, the software and the device."""
+    mixers' causality and kind of weights, the data's chance level and evaluated examples, the software and the
+    device."""
     task, datamodule = pl_module.task, getattr(trainer, "datamodule", None)  # Any: the data module's facts are its own
     params, summary = sum(p.numel() for p in pl_module.parameters()), list(task.summary.items())
     facts: dict[str, Any] = {
@@ -39,6 +40,7 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     if paths:  # the path that trains (model.path; explicit while dropout is on and the fused path has none)
         facts["path"] = ",".join(paths)
     facts["causal"] = built_causal(pl_module.net)  # as the network built its mixers, whatever model.causal says
+    facts["weight_kind"] = weight_kinds(pl_module.net)  # what the mixers' weights are: how telemetry reads them
     chance = getattr(datamodule, "chance", None)  # generated tasks know theirs; else 1 / classes
     facts |= {} if chance is None else {"chance": chance}
     splits = getattr(datamodule, "splits", None) or {}  # the evaluated examples set a metric's resolution
@@ -78,6 +80,13 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
     return {"status": metrics_file.OK}
 
 
+def leaked(fields: dict[str, Any]) -> dict[str, str]:
+    """``invalid``, with why, where the trained network was found reading later tokens (the record's ``causality``,
+    :class:`~attnexp.callbacks.causality.CausalityCheck`); else nothing."""
+    found = fields.get("causality") or {}
+    return {"status": metrics_file.INVALID, "error": found["error"]} if found.get("leak") else {}
+
+
 def best_score(trainer: pl.Trainer) -> dict[str, Any]:
     """``monitor_best``: the best value of the task's checkpoint metric, the one the tested checkpoint has; and
     ``best_checkpoint``, that checkpoint's file (``attnexp-predict checkpoint=best``)."""
@@ -87,11 +96,11 @@ def best_score(trainer: pl.Trainer) -> dict[str, Any]:
 
 
 class RecordKeeper(pl.Callback):
-    """Keeps every run's record up to date: its status as it goes (``running``, ``trained``, ``ok``; ``untrained``
-    or ``unvalidated`` with ``error``; ``failed``, ``diverged`` or ``interrupted`` with ``interrupted.ckpt``), what
-    ran (:func:`what_ran`), the final metrics, the checkpoint metric after each validation (``monitor_history``, kept
-    in checkpoints for a resumed run) and whether the budget ended while still improving. ``announce``: log what is
-    about to train."""
+    """Keeps every run's record up to date: its status as it goes (``running``, ``trained``, ``ok``; ``untrained``,
+    ``unvalidated`` or ``invalid`` with ``error``; ``failed``, ``diverged`` or ``interrupted`` with
+    ``interrupted.ckpt``), what ran (:func:`what_ran`), the final metrics, the checkpoint metric after each
+    validation (``monitor_history``, kept in checkpoints for a resumed run) and whether the budget ended while still
+    improving. ``announce``: log what is about to train."""
 
     def __init__(self, record: RunRecord, test: bool = True, announce: bool = False) -> None:
         self.record, self.test, self.announce = record, test, announce
@@ -152,7 +161,7 @@ class RecordKeeper(pl.Callback):
             pl_module.task.mode,
             resolution.scored_units(self.record.fields, monitor),
         )
-        self.outcome = outcome(trainer, self.validated, self.test)
+        self.outcome = outcome(trainer, self.validated, self.test) | leaked(self.record.fields)
         self._write(
             trainer,
             fit_s=round(seconds, 3),
@@ -166,7 +175,8 @@ class RecordKeeper(pl.Callback):
         )
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
-        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **self.outcome)
+        final = self.outcome | leaked(self.record.fields)  # the tested weights were checked when the test started
+        self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **final)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytorch_lightning as pl
@@ -27,8 +28,10 @@ class AttentionTelemetry(pl.Callback):
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if not self.checked:
             self.checked = True
-            for mixer, _, weights, call in self.layers(pl_module, batch[0][: self.samples]):
-                check_declared_weights(mixer, weights, call.get("mask"), "16" in str(trainer.precision))
+            x = batch[0][: self.samples]
+            for mixer, _, weights, call in self.layers(pl_module, x):
+                again = functools.partial(returned_weights, pl_module, x, mixer)  # for the line that computed them
+                check_declared_weights(mixer, weights, call.get("mask"), "16" in str(trainer.precision), again)
 
     def layers(self, pl_module: Any, x: Any) -> list[tuple[Any, Any, Any, dict]]:
         """Each mixer, its scores, its weights and its call's arguments, from one forward pass with weights on ``x``."""
@@ -71,3 +74,14 @@ class AttentionTelemetry(pl.Callback):
             self.record.fields["telemetry_unmeasured"] = sorted(unmeasured)
         if values:  # flushed with the module's validation metrics, whose "step" key (the epoch) they share
             pl_module.log_dict(values, sync_dist=True)
+
+
+def returned_weights(pl_module: Any, x: Any, mixer: Any) -> Any:
+    """The weights ``mixer`` returns in a forward pass with weights on ``x``."""
+    kept: list[Any] = []
+    hook = mixer.register_forward_hook(lambda module, args, out: kept.append(out[1]))
+    try:
+        forward_with_weights(pl_module, x)
+    finally:
+        hook.remove()
+    return kept[-1] if kept else None

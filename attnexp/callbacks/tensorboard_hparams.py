@@ -14,7 +14,21 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from attnexp.mixers import is_mixer
 from attnexp.runs.record import RunRecord
 
-CURATED = ("mixer", "seed", "data", "lr", "params", "net", "task", "width", "depth", "heads", "batch_size", "epochs")
+CURATED = (
+    "mixer",
+    "seed",
+    "data",
+    "lr",
+    "params",
+    "net",
+    "task",
+    "width",
+    "depth",
+    "heads",
+    "weight_kind",
+    "batch_size",
+    "epochs",
+)
 AS_TEXT = ("seed", "width", "depth", "heads", "batch_size", "epochs")  # whole numbers TensorBoard would show as 0.0000
 WHAT_RAN = ("identity", "choices", "command", "software", "device", "config")  # the record's fields in the Text tab
 
@@ -29,6 +43,7 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
     values |= {"lr": OmegaConf.select(cfg, "module.optimizer.lr"), "params": fields.get("params")}
     values |= {"net": choices.get("net"), "task": choices.get("task"), "width": first.request.dim if first else 0}
     values |= {"depth": len(mixers), "heads": getattr(first, "heads", 0)}  # 0: the mixer has no heads
+    values |= {"weight_kind": shown_kind(fields.get("weight_kind"))}
     values |= {"batch_size": cfg.data.get("batch_size"), "epochs": OmegaConf.select(cfg, "trainer.max_epochs")}
     for override in fields.get("overrides", []):
         key, _, value = str(override).lstrip("+~").partition("=")
@@ -39,6 +54,11 @@ def curated_hparams(record: RunRecord, pl_module: Any) -> dict[str, Any]:
                 values[key] = value
     shown = {k: str(v) if k in AS_TEXT and v is not None else v for k, v in values.items()}
     return {k: "null" if v is None else str(v).lower() if isinstance(v, bool) else v for k, v in shown.items()}
+
+
+def shown_kind(kind: Any) -> str | None:
+    """A record's ``weight_kind`` as one value: the kind, or the kinds of an encoder-decoder's mixers joined."""
+    return ",".join(dict.fromkeys(kind)) if isinstance(kind, list) else kind
 
 
 class TensorBoardHParams(pl.Callback):

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from attnexp.cli import preflight
 from attnexp.cli.budget import with_budget
-from attnexp.cli.smoke import smoke_run
+from attnexp.cli.smoke import composed_network, smoke_run
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.errors import EXIT_CODES, AttnexpError, explain, is_bad_input
 
@@ -31,12 +31,9 @@ def network_named(overrides: list[str]) -> bool:
 
 def composed_mixer(cfg: DictConfig) -> Any:
     """The first mixer of the network ``cfg`` composes (its requests: width, heads, tokens, causal)."""
-    from hydra.utils import instantiate
-
-    from attnexp.build import network as build_net
     from attnexp.mixers import is_mixer
 
-    net = build_net(cfg.net, instantiate(cfg.data).spec)
+    net = composed_network(cfg)
     found = next((m for m in net.modules() if is_mixer(m)), None)
     if found is None:
         raise AttnexpError(f"The network {cfg.net._target_} holds no mixer: there is nothing to check.")

@@ -10,12 +10,13 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
 from attnexp import build
 from attnexp.cli import console, report
-from attnexp.errors import DiskFull, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
+from attnexp.errors import DiskFull, MixerError, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
 from attnexp.runs import metrics_file
 from attnexp.runs.record import RunRecord
 
@@ -28,7 +29,7 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         status, error = metrics_file.INTERRUPTED, report.INTERRUPTED
     else:
         status, error = (metrics_file.BAD_INPUT if is_bad_input(err) else metrics_file.FAILED), explain(err)
-    if record.fields.get("status") == metrics_file.DIVERGED:  # said by the record keeper, with the step
+    if record.fields.get("status") == metrics_file.DIVERGED and not isinstance(err, MixerError):  # said with the step
         status, error = metrics_file.DIVERGED, record.fields.get("error", error)
     if isinstance(err, DiskFull):  # train.log can take no more either: the paragraph goes to the console alone
         console.detach_files(record.folder)
@@ -45,8 +46,8 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
 
 
 def explained(cfg: DictConfig, err: BaseException, folder: Path | None = None) -> BaseException:
-    """``err`` as the user reads it: a failed allocation, a full disk or an error inside a mixer explained, any other
-    as it is."""
+    """``err`` as the user reads it: a failed allocation, a full disk, an error inside a mixer or a NaN a mixer made
+    explained, any other as it is."""
     cause = root_cause(err)
     if is_out_of_memory(cause):
         return out_of_memory(cfg, cause, build.parameter_count(cfg))
@@ -54,9 +55,48 @@ def explained(cfg: DictConfig, err: BaseException, folder: Path | None = None) -
         return disk_full(folder)
     if "torch" not in sys.modules:  # no mixer has run before torch is imported
         return err
+    from attnexp.divergence import DivergedError
     from attnexp.mixers.faults import explain_mixer_failure
 
-    return explain_mixer_failure(err)
+    return nan_in_mixer(cfg, err) if isinstance(cause, DivergedError) else explain_mixer_failure(err)
+
+
+def nan_in_mixer(cfg: DictConfig, err: BaseException) -> BaseException:
+    """A loss that became NaN because a mixer makes a NaN or infinity from finite inputs at its initial parameters, on
+    a training batch: the mixer's bug (a failed run, :class:`MixerError`), named at the line that made it. Else
+    ``err`` as it is: training made the loss NaN (the learning rate, the precision)."""
+    try:
+        found = first_nonfinite(cfg)
+    except Exception:  # the diagnosis is a help: the divergence stands as it was said
+        return err
+    if found is None:
+        return err
+    said = " ".join(str(root_cause(err)).split()).split(". ")[0]
+    explained = MixerError(
+        f"the mixer {found.mixer} made a NaN or infinity from finite inputs, at its initial parameters on a training "
+        f"batch: first at {found.file}:{found.line}, in {found.function}. {said}: the NaN came from the mixer's "
+        "own arithmetic, not from the learning rate or the precision."
+    )
+    explained.__cause__ = err
+    return explained
+
+
+def first_nonfinite(cfg: DictConfig) -> Any:
+    """Where a mixer of ``cfg``'s network, at the parameters the run starts from (seeded alike), first makes a NaN or
+    infinity from finite inputs on the first training batch (8 samples, eval mode), or None."""
+    import pytorch_lightning as pl
+    from hydra.utils import instantiate
+
+    from attnexp.mixers.tracing import traced
+
+    data = instantiate(cfg.data)
+    data.prepare_data()
+    data.setup("fit")
+    pl.seed_everything(cfg.seed, verbose=False)  # the network's parameters are drawn as the run drew them
+    net = build.network(cfg.net, data.spec).eval()
+    x, y = next(iter(data.train_dataloader()))[:2]
+    trace, _ = traced(lambda: instantiate(cfg.task).forward(net, x[:8].cpu(), y[:8].cpu()))
+    return trace.first_nonfinite()
 
 
 def is_disk_full(err: BaseException) -> bool:

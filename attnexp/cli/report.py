@@ -22,7 +22,7 @@ STOPPED = (
     "Stopped by Ctrl-C or SIGTERM: the runs that were training end where they are (a sweep's are reported abandoned); "
     "the same command with resume=true continues them from their last finished epoch and skips the finished ones."
 )
-WARNED = ("Run untrained", "Run unvalidated")  # lines about runs that finished without comparable numbers
+WARNED = ("Run untrained", "Run unvalidated", "Run invalid")  # runs that finished without comparable numbers
 # "Run failed", "Run diverged", "Run interrupted" (the first three of STOPPED), "Bad input"
 LABELS = {metrics_file.BAD_INPUT: "Bad input"} | {s: f"Run {s}" for s in metrics_file.STOPPED[:3]}
 DIGITS = 4
@@ -80,7 +80,7 @@ def run_report(output_dir: Path, found: dict[str, Any] | None = None) -> list[st
             f"Test ({checkpoint}{chosen}): " + ", ".join(f"{k} {v:.{DIGITS}f}" for k, v in sorted(tested.items()))
         )
     status = found.get("status", "?")
-    if status in (metrics_file.UNTRAINED, metrics_file.UNVALIDATED):
+    if status in (metrics_file.UNTRAINED, metrics_file.UNVALIDATED, metrics_file.INVALID):
         lines.append(f"Run {status}: {found.get('error', '')} Comparisons leave this run out.")
     folder = shown(output_dir)
     lines.append(

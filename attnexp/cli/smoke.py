@@ -1,6 +1,6 @@
 """The conformance kit's last check: a few batches of the composed run, as ``attnexp`` would run it, with every callback
 and logger on (Lightning's ``fast_dev_run`` turns them off), in a temporary folder: what would crash a run crashes
-here first."""
+here first. Then the kit's leak and padding checks once more, at the parameters those batches trained."""
 
 from __future__ import annotations
 
@@ -43,7 +43,50 @@ def smoke_run(cfg: DictConfig) -> Result:
             if is_bad_input(explained):
                 raise
             return Result("smoke run", False, explain(explained))
-        return Result("smoke run", True, what_ran(Path(folder), time.perf_counter() - start))
+        ran = what_ran(Path(folder), time.perf_counter() - start)
+        record = metrics_file.read(folder)
+        if record.get("status") == metrics_file.INVALID:
+            return Result("smoke run", False, f"{ran}: {record.get('error')}")
+        ok, trained = trained_checks(cfg, Path(folder) / "checkpoints" / "last.ckpt")
+        return Result("smoke run", ok, f"{ran}; {trained}")
+
+
+def trained_checks(cfg: DictConfig, checkpoint: Path) -> tuple[bool, str]:
+    """The kit's leak and padding checks on each mixer of the network at the parameters the smoke run trained (its
+    last checkpoint), each at its own size: a leak the constructor's parameters hide may show after a few steps."""
+    import torch
+    from hydra.utils import instantiate
+
+    from attnexp.mixers import is_mixer
+    from attnexp.mixers.conformance import masks
+    from attnexp.mixers.conformance.kit import Kit, Size, trained
+
+    if not checkpoint.exists():
+        return True, "no checkpoint written: the trained parameters were not checked"
+    net = composed_network(cfg)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    net.load_state_dict({k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
+    mixers, factory, failed = [m for m in net.modules() if is_mixer(m)], instantiate(cfg.model), []
+    for layer, mixer in enumerate(mixers):
+        kit = Kit(factory, cfg.seed, Size.of(mixer.request)).at(trained(mixer.state_dict()))
+        for name, check in (("no causal leak", masks.causal_leak), ("key padding invisible", masks.padding_invisible)):
+            with torch.no_grad():
+                ok, measured = check(kit)
+            if ok is False:
+                failed.append(f"layer {layer}: {name} fails at the trained parameters: {measured}")
+    if failed:
+        return False, "; ".join(failed)
+    checked = counted(len(mixers), "mixer")
+    return True, f"at the trained parameters of its {checked}: no causal leak, key padding invisible"
+
+
+def composed_network(cfg: DictConfig) -> Any:
+    """The network ``cfg`` composes (its constructor's parameters)."""
+    from hydra.utils import instantiate
+
+    from attnexp.build import network
+
+    return network(cfg.net, instantiate(cfg.data).spec)
 
 
 def smoke_config(cfg: DictConfig, folder: str) -> Any:

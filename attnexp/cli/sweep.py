@@ -55,7 +55,7 @@ class SweepCallback(Callback):
         runs = find_runs([sweep_dir])
         if not runs:
             return
-        unfinished = (*metrics_file.STOPPED, metrics_file.RUNNING, metrics_file.ABANDONED)
+        unfinished = (*metrics_file.STOPPED, metrics_file.INVALID, metrics_file.RUNNING, metrics_file.ABANDONED)
         failed = [
             f"{r.folder} ({r.metrics['status'].replace('_', ' ')})" for r in runs if r.metrics["status"] in unfinished
         ]
@@ -74,7 +74,7 @@ class SweepCallback(Callback):
         else:
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
         if failed:
-            log.error(f"{len(failed)} of {len(runs)} jobs did not finish: " + ", ".join(failed))
+            log.error(f"{len(failed)} of {len(runs)} jobs did not finish or are invalid: " + ", ".join(failed))
             sys.exit(1)
 
 

@@ -21,7 +21,7 @@ from attnexp.cli.budget import with_budget
 from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError
 from attnexp.hardware import cores, sweep_jobs, threads_per_job
-from attnexp.runs import folders, lock
+from attnexp.runs import folders, lock, metrics_file
 from attnexp.runs.record import RunRecord
 
 CONFIG_DIR = str(build.config_dir())
@@ -117,7 +117,6 @@ def main(cfg: DictConfig) -> Any:
         metrics = train(cfg, record)
         for line in report.result_line(folder) if multirun else report.run_report(folder):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
-        return metrics.get(metric or "val/acc_best")
     except BaseException as err:
         status = failures.stopped(cfg, err, record)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
@@ -125,6 +124,9 @@ def main(cfg: DictConfig) -> Any:
         if multirun:
             return float("nan")  # the sweep goes on; its end reports this job
         raise SystemExit(EXIT_CODES[status]) from None
+    if record.fields.get("status") == metrics_file.INVALID and not multirun:  # its numbers kept, said to be none
+        raise SystemExit(EXIT_CODES[metrics_file.INVALID])
+    return metrics.get(metric or "val/acc_best")
 
 
 def refused(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from attnexp.comparison.chance import at_chance, best_acc, chance
 from attnexp.comparison.tables import Row
 
-PARAMS_TOLERANCE = 0.10  # compared configurations whose parameter counts differ by more are flagged
+PARAMS_TOLERANCE = 0.05  # compared configurations whose parameter counts differ by more are flagged (a gate's 8%)
 
 
 def cautions(rows: list[Row], where: str = "") -> list[str]:
-    """Parameter counts that differ from the row's baseline's by more than 10%; runs left at chance; rows whose runs
+    """Parameter counts that differ from the row's baseline's by more than 5%; runs left at chance; rows whose runs
     were still improving when their budget ended. ``where``: the table's name, said first where there are several."""
     found = []
     by_config = {r.config: r for r in rows}

@@ -15,8 +15,8 @@ it read, recomputed from its record with the ``--ignore`` keys left out. Runs of
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,13 +127,24 @@ def name(runs: list[Run], ignore: Sequence[str]) -> None:
         }
         for k in groups
     }
-    versions = code_versions({k: members[0].metrics.get("code") or {} for k, members in groups.items()})
-    seen: Counter[tuple] = Counter((tuple(sorted(settings[k].items())), versions[k]) for k in groups)
+    codes = {k: members[0].metrics.get("code") or {} for k, members in groups.items()}
+    versions = code_versions(codes)
+
+    def named_alike() -> dict[tuple, list[str]]:
+        found: dict[tuple, list[str]] = defaultdict(list)
+        for k in groups:
+            found[tuple(sorted(settings[k].items())), versions[k][0]].append(k)
+        return {name: ks for name, ks in found.items() if len(ks) > 1}
+
+    for alike in named_alike().values():  # differ in code no name looks at (a module one imported): say which
+        versions.update(code_versions({k: codes[k] for k in alike}, differing_code))
+    still = {k for ks in named_alike().values() for k in ks}
     for k, members in groups.items():
-        alike = seen[tuple(sorted(settings[k].items())), versions[k]] > 1  # differ where no name looks: say which
+        label, files = versions[k]
         for run in members:
             run.settings = {**settings[k], "seed": str(run.metrics.get("seed"))}
-            run.unlisted, run.version = frozenset(unlisted), versions[k] or (f"identity {k[:6]}" if alike else "")
+            run.unlisted, run.version = frozenset(unlisted), label or (f"identity {k[:6]}" if k in still else "")
+            run.code_files = files
 
 
 def options_of(members: list[Run], ignore: Sequence[str]) -> dict[str, str]:
@@ -189,22 +200,36 @@ def code_differs(here: Mapping[str, Any], there: Mapping[str, Any]) -> list[str]
     return [f for f in differing_code(here, there) if f.startswith("attnexp/") or (f in a and f in b)]
 
 
-def code_versions(codes: dict[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Per configuration, ``code: attnexp/data/digits.py 3f2a…``: its version of the files that configurations of
-    the table ran in other versions (the file's hash, or a hash of its files'); ``""`` where none differs."""
+def code_versions(
+    codes: dict[str, Mapping[str, Any]], differ: Callable[..., list[str]] = code_differs
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Per configuration, ``code: attnexp/data/digits.py 3f2a…`` and the files it names: its version of the files
+    that ``differ`` finds between configurations of the table (the file's hash, or a hash of its files'), ``code:
+    without mta.py`` for files it did not import that others did (``differ``: every file, for configurations of one
+    name); ``""`` where none differs."""
     recorded = {k: c["files"] for k, c in codes.items() if c.get("files")}
-    files = sorted({f for a in codes.values() for b in codes.values() for f in code_differs(a, b)})
+    files = sorted({f for a in codes.values() for b in codes.values() for f in differ(a, b)})
     versions: dict[str, tuple[str, str]] = {}
     for k, hashes in recorded.items():
         own = [f for f in files if f in hashes]
         if own:
-            more = f" and {len(own) - FILES_SHOWN} more" if len(own) > FILES_SHOWN else ""
             hashed = hashes[own[0]] if len(own) == 1 else digest([hashes[f] for f in own])
-            versions[k] = (", ".join(own[:FILES_SHOWN]) + more, hashed)
+            versions[k] = (listed(own), hashed)
     digits = HASH_SHOWN
     while digits < 12 and len({(n, h[:digits]) for n, h in versions.values()}) < len(set(versions.values())):
         digits += 2
-    return {k: f"code: {versions[k][0]} {versions[k][1][:digits]}…" if k in versions else "" for k in codes}
+    found = {k: (f"code: {versions[k][0]} {versions[k][1][:digits]}…", tuple(files)) for k in versions}
+    if differ is differing_code:  # a file no name looked at because only some imported it
+        absent = {k: [f for f in files if f not in (recorded.get(k) or {})] for k in codes}
+        without = {k: f"code: without {listed(absent[k])}" for k in codes if k not in found and absent[k]}
+        found |= {k: (label, tuple(files)) for k, label in without.items()}
+    return {k: found.get(k, ("", ())) for k in codes}
+
+
+def listed(files: list[str]) -> str:
+    """The first :data:`FILES_SHOWN` files, the others counted."""
+    more = f" and {len(files) - FILES_SHOWN} more" if len(files) > FILES_SHOWN else ""
+    return ", ".join(files[:FILES_SHOWN]) + more
 
 
 def notes(runs: Sequence[Run]) -> list[str]:
@@ -227,7 +252,7 @@ def notes(runs: Sequence[Run]) -> list[str]:
         versions = {n: r for n, r in by_name.items() if r.version.startswith("code:")}
         if versions:
             codes = {n: r.metrics.get("code") or {} for n, r in versions.items()}
-            files = sorted({f for a in codes.values() for b in codes.values() for f in code_differs(a, b)})
+            files = sorted({f for r in versions.values() for f in r.code_files})
             said = "; ".join(
                 f"{f}: " + ", ".join(f"{(codes[n].get('files') or {}).get(f, 'absent')} in {n}" for n in sorted(codes))
                 for f in files[:5]

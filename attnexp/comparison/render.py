@@ -219,14 +219,14 @@ def table_markdown(t: Table) -> list[str]:
     """One table's parts: a table per metric (the primary first), its runs and its tuned tables."""
     parts = [f"### {m} ({role(t, m)})\n\n" + metric_table(t.rows, m, t.baseline) for m in t.metrics]
     lines = [
-        "| config | runs ok | params | s/epoch | samples/s | still improving | status |",
-        "|---|---|---|---|---|---|---|",
+        "| config | runs ok | params | weights | s/epoch | samples/s | still improving | status |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in t.rows:
         per_s, per_epoch = row.mean_of("train_samples_per_s"), row.mean_of("seconds_per_epoch")
         epoch = "-" if math.isnan(per_epoch) else f"{per_epoch:.2f}"
         lines.append(
-            f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {epoch}"
+            f"| {row.config} | {len(row.ok)}/{len(row.runs)} | {row.params or '-'} | {row.weight_kind} | {epoch}"
             f"{side_by_side(row)} | {'-' if math.isnan(per_s) else round(per_s)} "
             f"| {still_improving(row)} | {row.status.replace('|', '/')} |"
         )
@@ -264,8 +264,10 @@ def markdown(c: Comparison) -> str:
 
 
 RUNS_NOTE = (
-    's/epoch and samples/s are wall-clock means; "side by side" marks runs of a sweep whose jobs ran at once '
-    "on shared cores, slower than alone and not comparable with runs that had the machine to themselves. "
+    "weights: what the mixers say their weights are (weight_kind: distributions, non-negative or signed), which the "
+    'telemetry and the figures read them as. s/epoch and samples/s are wall-clock means; "side by side" marks runs '
+    "of a sweep whose jobs ran at once on shared cores, slower than alone and not comparable with runs that had the "
+    "machine to themselves. "
     "Still improving: runs whose checkpoint metric was still rising at their last epoch (best at the last "
     "validation, and more than its margin above the best before the last quarter of the epochs)."
 )

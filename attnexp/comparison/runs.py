@@ -29,6 +29,7 @@ class Run:
     settings: dict[str, str] = field(default_factory=dict)  # what tells the configurations apart (seed included)
     unlisted: frozenset[str] = frozenset()  # settings no override set (a config file or a default changed): in brackets
     version: str = ""  # "code: attnexp/data/digits.py 3f2a…" where configurations of one table ran other code
+    code_files: tuple[str, ...] = ()  # the files its version names
     problem: str = ""  # why its record cannot be compared (damaged, another schema): named and left out
     identity: str = ""  # of its configuration: settings, code and data (seed and --ignore keys aside)
     table: str = ""  # the task and data set it is compared on (``data=digits``)

@@ -54,6 +54,12 @@ class Row:
         return next((r.metrics["params"] for r in self.runs if "params" in r.metrics), None)
 
     @property
+    def weight_kind(self) -> str:
+        """What its mixers say their weights are (``weight_kind``): one kind, or each mixer's; ``-`` where unknown."""
+        kind = next((r.metrics["weight_kind"] for r in self.runs if r.metrics.get("weight_kind")), "-")
+        return ", ".join(dict.fromkeys(kind)) if isinstance(kind, list) else str(kind)
+
+    @property
     def status(self) -> str:
         bad = [r for r in self.runs if not r.ok]
         if not bad:

@@ -12,23 +12,29 @@ from torch import Tensor
 from attnexp.figures.images import MASKED_COLOUR, WEIGHT_SCALE, weight_scale
 
 
-def token_attention_figure(tokens: list[str], maps: list[Tensor | None], masked: Tensor | None = None) -> plt.Figure:
+def token_attention_figure(
+    tokens: list[str], maps: list[Tensor | None], masked: Tensor | None = None, rows: list[int] | None = None
+) -> plt.Figure:
     """One heatmap per layer and head, queries down and keys across, tokens on both axes; ``masked`` (L, L), True
     where a query may not see a key (a causal layer's later tokens), draws those cells in grey, apart from weights of
-    0. The colour bar's labels and every title lie inside the figure (constrained layout).
+    0; ``rows``: the queries shown (every one when None: the answer positions of a recall task). The colour bar's
+    labels and every title lie inside the figure (constrained layout).
 
     SE gates (L, C) are drawn with tokens down and channels across; all on one scale, [0, 1] unless a weight lies
     outside it.
     """
-    heads = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() == 3]  # (H, L, L)
+    queries = list(range(len(tokens))) if rows is None else rows
+    heads = [(i, m[:, queries]) for i, m in enumerate(maps) if m is not None and m.dim() == 3]  # (H, rows, L)
     gates = [(i, m) for i, m in enumerate(maps) if m is not None and m.dim() < 3]  # (L, C)
+    masked = None if masked is None else masked[queries]
     panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
     panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
     scale = weight_scale([data for _, data, _ in panels]) if panels else WEIGHT_SCALE
     colours = plt.get_cmap(str(scale["cmap"])).with_extremes(bad=MASKED_COLOUR)
     side = 1.2 + 0.28 * len(tokens)
+    height = side if rows is None else max(3.0, 1.2 + 0.28 * len(rows))
     fig, axes = plt.subplots(
-        1, max(1, len(panels)), figsize=(side * max(1, len(panels)) + 1.0, side), squeeze=False, layout="constrained"
+        1, max(1, len(panels)), figsize=(side * max(1, len(panels)) + 1.0, height), squeeze=False, layout="constrained"
     )
     for ax, (title, data, square) in zip(axes.flat, panels):
         values = np.asarray(data.float())
@@ -36,7 +42,8 @@ def token_attention_figure(tokens: list[str], maps: list[Tensor | None], masked:
             values = np.ma.masked_array(values, np.asarray(masked[: len(values), : values.shape[1]]))
         shown = ax.imshow(values, aspect="auto", interpolation="nearest", **{**scale, "cmap": colours})
         ax.set_title(title, fontsize=9)
-        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        labels = [tokens[r] for r in queries] if square else tokens
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
         ax.set_ylabel("query" if square else "token", fontsize=8)
         if square:
             ax.set_xticks(range(len(tokens)), tokens, fontsize=7, rotation=90)

@@ -173,21 +173,36 @@ def refuse_misshapen_output(mixer: nn.Module, args: tuple, kwargs: dict, result:
             "weights or None)."
         )
     if out.shape != x.shape:
+        from attnexp.mixers.tracing import computed_at
+
+        computed = computed_at(mixer, lambda: mixer.forward(*args, **kwargs)[0])
         raise MixerError(
-            f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)} for tokens of shape "
+            f"{where_defined(mixer)} returned an output of shape {tuple(out.shape)}{computed} for tokens of shape "
             f"{tuple(x.shape)}: a mixer returns (batch, tokens, width) = {tuple(x.shape)}, the shape of "
             "the tokens it mixes."
         )
 
 
-def expect_shape(mixer: nn.Module, method: str, what: str, value: Any, shape: tuple[int, ...], names: str) -> None:
+def expect_shape(
+    mixer: nn.Module,
+    method: str,
+    what: str,
+    value: Any,
+    shape: tuple[int, ...],
+    names: str,
+    rerun: Callable[[], Any] | None = None,
+) -> None:
     """Stop with a :class:`~attnexp.errors.MixerError` that names ``mixer``'s ``method`` (file:line) when what it
     returned, ``what``, is not a tensor of ``shape`` (its axes called ``names``, e.g. ``(B, H, Lq, Lk)``): a broken
-    shape is reported at the user's method, not as a reshape error inside attnexp."""
+    shape is reported at the user's method and at the line that computed it (``rerun``: the call again), not as a
+    reshape error inside attnexp."""
     got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
     if got != tuple(shape):
+        from attnexp.mixers.tracing import computed_at
+
         raise MixerError(
-            f"{where_defined(mixer, method)} returned {what} of shape {got}: expected {names} = {tuple(shape)}."
+            f"{where_defined(mixer, method)} returned {what} of shape {got}{computed_at(mixer, rerun)}: expected "
+            f"{names} = {tuple(shape)}."
         )
 
 

@@ -23,6 +23,8 @@ from attnexp.mixers.contract import is_mixer, make_mixer, shown
 
 # Frames in these folders are torch's or Python's own: the line to point at is the last one outside them.
 LIBRARIES = (Path(torch.__file__).parent, Path(sysconfig.get_paths()["stdlib"]))
+PACKAGE = Path(__file__).resolve().parents[1]  # attnexp/: a line of the user's code is preferred to one of attnexp's
+INSTALLED = tuple({Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")})  # and to an installed helper's
 MISSPELT = "unexpected keyword argument"  # Python's TypeError for an option a constructor does not take
 
 
@@ -58,9 +60,13 @@ def raised_in_mixer(err: BaseException) -> Origin | None:
 
 
 def origin(frames: list[tuple[FrameType, int]], mixer: str, building: bool = False) -> Origin:
-    """The innermost of ``frames`` outside torch and the standard library (the first when all are inside)."""
+    """The innermost of ``frames`` in the user's code (not attnexp's, nor an installed package's, as einops); else
+    the innermost outside attnexp, torch and the standard library; else outside the last two; the first when all are
+    inside them."""
     inside = [(f, line) for f, line in frames if not in_library(Path(f.f_code.co_filename))]
-    frame, line = inside[-1] if inside else frames[0]
+    others = [(f, line) for f, line in inside if not in_package(Path(f.f_code.co_filename))]
+    users = [(f, line) for f, line in others if not under(Path(f.f_code.co_filename), INSTALLED)]
+    frame, line = (users or others or inside or frames[:1])[-1]
     return Origin(mixer, shown(Path(frame.f_code.co_filename)), line, frame.f_code.co_name, building)
 
 
@@ -100,4 +106,13 @@ def owner(frame: FrameType) -> object:
 
 
 def in_library(path: Path) -> bool:
-    return any(path.is_relative_to(root) for root in LIBRARIES)
+    return under(path, LIBRARIES)
+
+
+def under(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(path.is_relative_to(root) for root in roots)
+
+
+def in_package(path: Path) -> bool:
+    """Whether a file is attnexp's own, not the user's."""
+    return (path if path.is_absolute() else Path.cwd() / path).resolve().is_relative_to(PACKAGE)

@@ -17,6 +17,7 @@ to ``(B, H, Lq, Lk)``: ``True`` means "may attend". The constructor arguments ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -64,7 +65,8 @@ def attention(
     """normalise(scores) @ v with masked positions at exactly zero weight; returns (out, weights).
 
     The steps every attention mixer shares, written once: :func:`attention_weights`, then dropout and ``@ v``.
-    Scores come in float32 so large logits (euclid's 1/eps) never overflow under mixed precision.
+    Scores come in float32 (float64 in a float64 module) so large logits (euclid's 1/eps) never overflow under mixed
+    precision; the weights meet ``v`` in its dtype.
     # scores (B, H, Lq, Lk), v (B, H, Lk, D)
     """
     weights = attention_weights(scores, mask, normalise).to(v.dtype)
@@ -134,9 +136,13 @@ class MultiHeadAttention(TokenMixer):
         q, k, v = (self._split(p(t)) for p, t in ((self.q_proj, x), (self.k_proj, context), (self.v_proj, context)))
         out, weights = self.attend(q, k, v, mask, need_weights, **passed)  # (B, H, Lq, D)
         b, lq, lk = x.shape[0], x.shape[1], context.shape[1]
-        expect_shape(self, "attend", "an output", out, (b, self.heads, lq, self.head_dim), "(B, H, Lq, D)")
+
+        def again(part: int) -> Callable[[], Any]:  # the call once more, for the line that computed a wrong shape
+            return lambda: self.attend(q, k, v, mask, need_weights, **passed)[part]
+
+        expect_shape(self, "attend", "an output", out, (b, self.heads, lq, self.head_dim), "(B, H, Lq, D)", again(0))
         if weights is not None:
-            expect_shape(self, "attend", "weights", weights, (b, self.heads, lq, lk), "(B, H, Lq, Lk)")
+            expect_shape(self, "attend", "weights", weights, (b, self.heads, lq, lk), "(B, H, Lq, Lk)", again(1))
         out = out.transpose(1, 2).reshape(b, lq, self.dim)  # (B, Lq, C)
         return self.out_proj(out), weights
 
@@ -153,7 +159,8 @@ class MultiHeadAttention(TokenMixer):
 
     def score(self, q: Tensor, k: Tensor) -> Tensor:
         """Attention logits before masking and the normaliser (a mixer whose :meth:`tokens` gives something takes it
-        as the keyword ``tokens``).  # (B, H, Lq, Lk)"""
+        as the keyword ``tokens``). ``q`` and ``k`` come in float32 whatever the autocast or module precision, float64
+        in a float64 module.  # (B, H, Lq, Lk)"""
         raise NotImplementedError
 
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
@@ -202,15 +209,18 @@ class MultiHeadAttention(TokenMixer):
         if path != EXPLICIT:
             return self.fused(q, k, v, mask, path, **tokens), None
         dropout = self.dropout if self.training else 0.0
-        scores = self.score(q.float(), k.float(), **tokens)
-        expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)")
+        q, k = (t.to(torch.promote_types(t.dtype, torch.float32)) for t in (q, k))  # float32, or float64 kept
+        scores = self.score(q, k, **tokens)
+        again = functools.partial(self.score, q, k, **tokens)
+        expect_shape(self, "score", "scores", scores, (*q.shape[:-1], k.shape[-2]), "(B, H, Lq, Lk)", again)
         out, weights = attention(self.hook_scores(scores), v, self.full_mask(mask, q, k), dropout, self.normalised)
         return out, weights if need_weights else None
 
     def normalised(self, scores: Tensor, mask: Tensor | None) -> Tensor:
         """:meth:`normalise`, its weights held to the scores' shape.  # (B, H, Lq, Lk)"""
         weights = self.normalise(scores, mask)
-        expect_shape(self, "normalise", "weights", weights, tuple(scores.shape), "(B, H, Lq, Lk)")
+        again = functools.partial(self.normalise, scores, mask)
+        expect_shape(self, "normalise", "weights", weights, tuple(scores.shape), "(B, H, Lq, Lk)", again)
         return weights
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, path: str) -> Tensor:

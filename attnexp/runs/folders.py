@@ -18,7 +18,13 @@ from attnexp.runs import lock, metrics_file
 from attnexp.settings import config_record
 
 SHOWN = 8  # hex digits of the identity in a folder name
-FINISHED = (metrics_file.OK, metrics_file.UNTRAINED, metrics_file.UNVALIDATED, metrics_file.DIVERGED)  # reruns alike
+FINISHED = (  # a rerun computes the same again
+    metrics_file.OK,
+    metrics_file.UNTRAINED,
+    metrics_file.UNVALIDATED,
+    metrics_file.DIVERGED,
+    metrics_file.INVALID,
+)
 KNOWN: dict[str, dict[str, Any]] = {}  # the resolver is asked again and again for one run
 
 

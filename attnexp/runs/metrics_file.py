@@ -17,13 +17,14 @@ from attnexp.runs import lock
 FILE = "metrics.json"
 # running -> trained (fit done, test to come) -> ok; or failed, diverged, interrupted, bad_input (a setting or file
 # refused at run time, exit status 2); untrained (no training batch) or unvalidated (no validation: the test measured
-# the last weights): finished without the numbers a comparison needs.
+# the last weights): finished without the numbers a comparison needs; invalid (a causal task's trained network reads
+# later tokens: its numbers measure a leak, exit status 1).
 RUNNING, TRAINED, OK = "running", "trained", "ok"
 FAILED, DIVERGED, INTERRUPTED, BAD_INPUT = "failed", "diverged", "interrupted", "bad_input"
-UNTRAINED, UNVALIDATED = "untrained", "unvalidated"
+UNTRAINED, UNVALIDATED, INVALID = "untrained", "unvalidated", "invalid"
 ABANDONED = "abandoned"  # never written: a record left at running or trained by a process that is gone
 STOPPED = (FAILED, DIVERGED, INTERRUPTED, BAD_INPUT)
-NOT_COMPARABLE = (BAD_INPUT, UNTRAINED, UNVALIDATED)  # runs a comparison leaves out, with a note
+NOT_COMPARABLE = (BAD_INPUT, UNTRAINED, UNVALIDATED, INVALID)  # runs a comparison leaves out, with a note
 METRIC_PREFIXES = ("train/", "val/", "test/", "attn/")
 
 

@@ -11,7 +11,8 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassExactMatch
 
-from attnexp.tasks.base import Task
+from attnexp.rules import check
+from attnexp.tasks.base import Forward, Task
 from attnexp.tokens import NO_TARGET
 
 
@@ -52,14 +53,19 @@ class AnswerTokens(Task):
 
     Metrics: ``acc`` per answer token and ``seq_acc`` per sequence (every answer right); on the test split
     also ``acc@len=N`` for each of ``lengths``, over the sequences with N answer tokens (length
-    generalisation). Best checkpoint by ``val/acc``.
+    generalisation). Best checkpoint by ``val/acc``. Figure: each head's attention from the answer positions of a
+    validation sequence over its last ``max_tokens`` tokens up to its last answer (where recall looks).
     """
 
     summary: ClassVar[dict[str, str]] = {"test/acc": "max", "test/seq_acc": "max", "val/acc_best": "max"}
+    causal: ClassVar[bool] = True
 
-    def __init__(self, monitor: str = "val/acc", mode: str = "max", lengths: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, monitor: str = "val/acc", mode: str = "max", lengths: Sequence[int] | None = None, max_tokens: int = 32
+    ) -> None:
         super().__init__(monitor, mode)
-        self.lengths = [int(n) for n in lengths or ()]
+        check("task", max_tokens=max_tokens)
+        self.lengths, self.max_tokens = [int(n) for n in lengths or ()], max_tokens
 
     def forward(self, net: nn.Module, x: Tensor, y: Tensor | None = None, need_weights: bool = False) -> Any:
         """With targets, the logits at the answer positions only (:func:`answer_slots`)."""
@@ -99,3 +105,25 @@ class AnswerTokens(Task):
         if stage == "test":
             found.update({f"acc@len={n}": AnswerAccuracy(num_classes, answers=n) for n in self.lengths})
         return found
+
+    def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
+        """``figures/attention``: the first validation sequence's attention at its answer positions (queries down)
+        over its last ``max_tokens`` tokens up to the last answer (keys across); later keys in grey."""
+        from attnexp.figures.tokens import token_attention_figure
+
+        x, y = (getattr(datamodule, "splits", None) or {}).get("val") or (None, None)
+        if x is None or y is None or y.dim() != 2:
+            return {}
+        answers = (y[0] != NO_TARGET).nonzero().flatten().tolist()
+        if not answers:
+            return {}
+        end = answers[-1] + 1
+        start = max(0, end - self.max_tokens)
+        _, maps = forward(x[:1, :end])  # the prefix up to the last answer: a causal network sees no more
+        if not any(m is not None for m in maps):
+            return {}
+        window = [m[0, ..., start:end, start:end].cpu() if m is not None else None for m in maps]
+        later = torch.ones(end - start, end - start, dtype=torch.bool).triu(1)
+        tokens = [str(t) for t in x[0, start:end].tolist()]
+        rows = [a - start for a in answers if a >= start]
+        return {"figures/attention": token_attention_figure(tokens, window, masked=later, rows=rows)}

@@ -24,10 +24,13 @@ class Task:
 
     The base is cross-entropy over the last axis of the logits, every leading axis flattened
     (one prediction per image, or per token), measured by loss and accuracy. ``summary`` names the
-    metrics a comparison reports, each with its better direction (``max`` or ``min``).
+    metrics a comparison reports, each with its better direction (``max`` or ``min``); ``causal`` says that each
+    position predicts from the tokens before it only (the next-token tasks: the trained network is checked for a leak,
+    :mod:`attnexp.callbacks.causality`).
     """
 
     summary: ClassVar[dict[str, str]] = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}
+    causal: ClassVar[bool] = False  # True: the logits at a position may depend on the tokens up to it only
 
     def __init__(self, monitor: str = "val/acc", mode: str = "max") -> None:
         if mode not in MODES:

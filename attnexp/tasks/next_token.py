@@ -22,6 +22,7 @@ class NextToken(Task):
     """
 
     summary: ClassVar[dict[str, str]] = {"test/ppl": "min", "val/loss": "min", "test/acc": "max"}
+    causal: ClassVar[bool] = True
 
     def __init__(self, monitor: str = "val/loss", mode: str = "min", max_tokens: int = 24, top_k: int = 15) -> None:
         super().__init__(monitor, mode)

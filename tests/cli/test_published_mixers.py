@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import FAST, PUBLISHED, REPO, read_events, read_metrics, run_cli, run_dirs, run_script
+from broken_mixers import DropsALastToken
+from helpers import FAST, PUBLISHED, REPO, line_of, read_events, read_metrics, run_cli, run_dirs
+from helpers import run_kit as kit
 
 SIZES = {  # a network of another width, depth and number of heads than the small default (gau: one head)
     "diff": ["data=digits", "net.dim=16", "net.depth=2", "net.prenorm=true", "model.heads=2"],
@@ -18,10 +19,6 @@ SIZES = {  # a network of another width, depth and number of heads than the smal
     "gau": ["data=digits", "net.dim=16", "net.depth=2", "net.prenorm=true"],
 }
 KINDS = {"diff": "attn/layer0/negative_mass", "linear": "attn/layer0/entropy", "gau": "attn/layer0/mass"}
-
-
-def kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_script(cwd, "attnexp-check", *args)
 
 
 @pytest.fixture
@@ -132,10 +129,14 @@ def test_a_failure_inside_a_mixer_names_it_and_its_line_with_the_traceback_in_tr
     assert f"The traceback is in {run.relative_to(folder)}/train.log." in message
     log = (run / "train.log").read_text()
     assert "Traceback (most recent call last)" in log and "broken_mixers.py" in log
-    if name == "dropsalasttoken":
-        assert re.search(r"returned an output of shape \((\d+), 15, 4\) for tokens of shape \(\1, 16, 4\)", message), (
-            message
+    if name == "dropsalasttoken":  # and the line that computed the output, not only forward's first line
+        computed = re.escape(f"(computed at broken_mixers.py:{line_of(DropsALastToken, 'out[:, :-1]').rsplit(':')[1]}")
+        shape = (
+            r"returned an output of shape \((\d+), 15, 4\) "
+            + computed
+            + r", in forward\) for tokens of shape \(\1, 16, 4\)"
         )
+        assert re.search(shape, message), message
 
 
 @pytest.mark.parametrize("name", ["stickbreaking", "fox"])

@@ -28,7 +28,7 @@ from broken_mixers import (
     UnsafeExp,
     UnseededNoise,
 )
-from helpers import model_factory, options, published_factory
+from helpers import line_of, model_factory, options, published_factory
 
 from attnexp.mixers.conformance import CHECKS, Size, run_checks
 
@@ -152,15 +152,17 @@ def test_an_output_in_another_layout_is_caught_where_width_and_length_are_equal(
     catch it."""
     found = {r.name: r for r in run_checks(partial(Transposes), size=Size(3, 8, 11, 8))}
     assert found["token layout"].ok is False and found["shapes"].ok is False, found
-    assert "self, 9 tokens: output (3, 8, 9), expected (B, Lq, C) = (3, 9, 8)" in found["shapes"].measured
+    line = line_of(Transposes, "out.transpose(1, 2)")
+    assert f"self, 9 tokens: output (3, 8, 9) (computed at {line}, in forward), expected (B, Lq, C) = (3, 9, 8)" in (
+        found["shapes"].measured
+    ), found["shapes"].measured
 
 
 def test_a_shape_error_names_the_mixer_the_expected_and_the_actual_shape():
     shapes = next(r for r in run_checks(partial(DropsALastToken)) if r.name == "shapes")
-    assert (
-        shapes.measured.startswith("DropsALastToken returned")
-        and "output (3, 5, 16), expected (B, Lq, C) = (3, 6, 16)" in shapes.measured
-    )
+    line = line_of(DropsALastToken, "out[:, :-1]")
+    assert shapes.measured.startswith("DropsALastToken returned"), shapes.measured
+    assert f"output (3, 5, 16) (computed at {line}, in forward), expected (B, Lq, C) = (3, 6, 16)" in shapes.measured
 
 
 def test_nan_weights_are_reported_apart_from_negative_ones():

@@ -207,3 +207,32 @@ def test_masked_cells_of_a_text_map_are_drawn_apart_from_zero_weights():
     assert tuple(hidden) != tuple(zero) and tuple(hidden) == to_rgba("0.6")
     for fig in figures.values():
         plt.close(fig)
+
+
+def test_a_recall_task_draws_each_heads_attention_from_its_answer_positions():
+    """Finding: MQAR runs drew no figures for any mixer, and no doc said so."""
+    from functools import partial
+
+    from attnexp.data import MQARDataModule
+    from attnexp.mixers import DotAttention
+    from attnexp.networks import LanguageModel
+    from attnexp.tasks import AnswerTokens
+    from attnexp.tokens import NO_TARGET
+
+    data = MQARDataModule(vocab=64, seq_len=48, num_pairs=6, train_size=50, val_size=20, test_size=20)
+    data.setup()
+    torch.manual_seed(0)
+    net = LanguageModel(partial(DotAttention, heads=2), vocab_size=64, context=48, dim=16, depth=2).eval()
+    with torch.no_grad():
+        figures = AnswerTokens(max_tokens=32).figures(lambda x: net(x, need_weights=True), data)
+    fig = figures["figures/attention"]
+    x, y = data.splits["val"][0][0], data.splits["val"][1][0]
+    answers = (y != NO_TARGET).nonzero().flatten().tolist()
+    start = max(0, answers[-1] + 1 - 32)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [f"layer {i} head {h}" for i in range(2) for h in range(2)]
+    rows = [int(t.get_text()) for t in panels[0].get_yticklabels()]
+    assert rows == [int(x[a]) for a in answers if a >= start] and len(panels[0].get_xticklabels()) == min(
+        32, answers[-1] + 1
+    )
+    plt.close(fig)

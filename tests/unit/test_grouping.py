@@ -186,4 +186,53 @@ def test_a_verdict_from_two_seeds_or_on_budgets_still_improving_says_so(tmp_path
     assert text.startswith(f"**Primary metric test/acc.** model=diff vs model=dot: {verdict}.")
     assert "### test/acc (primary; higher is better)" in text and "### test/loss (secondary; lower is better)" in text
     assert "model=diff: 1 of 2 runs (seed 1) were still improving at their last epoch" in text
-    assert "| model=diff | 2/2 | 100 | - | - | 1/2 | ok |" in text
+    assert "| model=diff | 2/2 | 100 | - | - | - | 1/2 | ok |" in text  # no weight_kind recorded: -
+
+
+def test_rows_of_one_mixer_that_differ_only_in_code_name_the_files_that_differ(tmp_path):
+    """Finding: a retention run started alone and one from a sweep that also imported the other jobs' mixers were
+    named "identity 4f3105" and "identity b2b27e", with no word of why."""
+    shared = {"retention_attention.py": "7a7a11111111"}
+    swept = shared | {"mta.py": "1b1b22222222", "selective_attention.py": "2c2c33333333"}
+    for seed in range(3):
+        run(tmp_path, f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
+        run(tmp_path, f"sweep/{seed}", "retention", seed, 0.82 + 0.01 * seed, code=swept)
+        run(tmp_path, f"alone/{seed}", "retention", seed, 0.81 + 0.01 * seed, code=shared)
+    found, text = summarise(tmp_path)
+    names = sorted(found)
+    assert names[0] == "model=dot" and not any("identity " in n for n in names), names
+    assert "model=retention (code: without mta.py, selective_attention.py)" in names, names
+    assert any(n.startswith("model=retention (code: mta.py, selective_attention.py ") for n in names), names
+    assert "mta.py: 1b1b22222222 in model=retention (code: mta.py" in text and "absent in model=retention (code: " in (
+        text
+    )
+
+
+def test_a_parameter_count_5_percent_or_more_above_the_baselines_is_noted_with_each_rows_weights(tmp_path):
+    """Finding: a gate that added 8% parameters was compared without a note (the note began at 10%)."""
+    for seed in range(3):
+        run(tmp_path, f"dot/{seed}", "dot", seed, 0.80, params=1000, weight_kind="distributions")
+        run(tmp_path, f"gated/{seed}", "gated", seed, 0.81, params=1080, weight_kind="non-negative")
+        run(tmp_path, f"retention/{seed}", "retention", seed, 0.81, params=1040, weight_kind="signed")
+    _, text = summarise(tmp_path)
+    assert "model=gated has 1,080 parameters, 1.08x the baseline's 1,000" in text
+    assert "model=retention has 1,040" not in text
+    for config, kind in (
+        ("model=dot", "distributions"),
+        ("model=gated", "non-negative"),
+        ("model=retention", "signed"),
+    ):
+        assert f"| {config} | 3/3 | " in text and f"| {kind} |" in next(
+            line for line in text.split("### Runs")[1].splitlines() if line.startswith(f"| {config} |")
+        )
+
+
+def test_an_invalid_run_is_left_out_with_why(tmp_path):
+    for seed in range(3):
+        run(tmp_path, f"dot/{seed}", "dot", seed, 0.80 + 0.01 * seed)
+        run(
+            tmp_path, f"mta/{seed}", "mta", seed, 0.99, status="invalid", error="the trained network reads later tokens"
+        )
+    found, text = summarise(tmp_path)
+    assert list(found) == ["model=dot"]
+    assert "(invalid: the trained network reads later tokens)" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import compose_cfg, model_factory, options
+from helpers import compose_cfg, line_of, model_factory, options
 from omegaconf import open_dict
 
 from attnexp.cli.preflight import check_values as check_config
@@ -136,7 +136,8 @@ def test_a_network_refuses_a_mixer_output_of_another_shape_naming_both_shapes():
         net(torch.randn(2, 16, 4))
     message = str(raised.value)
     assert message.startswith("DropsALastToken.forward (") and "broken_mixers.py:" in message
-    assert "returned an output of shape (2, 15, 4) for tokens of shape (2, 16, 4)" in message
+    computed = f"(computed at {line_of(DropsALastToken, 'out[:, :-1]')}, in forward)"
+    assert f"returned an output of shape (2, 15, 4) {computed} for tokens of shape (2, 16, 4)" in message, message
 
 
 def test_an_error_inside_a_mixer_is_explained_with_its_class_and_line():
@@ -205,16 +206,32 @@ def test_the_tokens_hook_hands_a_mixer_its_inputs_and_what_it_returns_reaches_sc
 
 
 @pytest.mark.parametrize(
-    "name,method,shape",
+    "name,method,shape,source",
     [
-        ("AttendDropsAToken", "attend", "an output of shape (2, 1, 15, 4): expected (B, H, Lq, D) = (2, 1, 16, 4)"),
-        ("ScoreDropsAKey", "score", "scores of shape (2, 1, 16, 15): expected (B, H, Lq, Lk) = (2, 1, 16, 16)"),
-        ("NormaliseDropsAKey", "normalise", "weights of shape (2, 1, 16, 15): expected (B, H, Lq, Lk)"),
+        (
+            "AttendDropsAToken",
+            "attend",
+            "an output of shape (2, 1, 15, 4){}: expected (B, H, Lq, D) = (2, 1, 16, 4)",
+            "(weights @ v)[:, :, :-1]",
+        ),
+        (
+            "ScoreDropsAKey",
+            "score",
+            "scores of shape (2, 1, 16, 15){}: expected (B, H, Lq, Lk) = (2, 1, 16, 16)",
+            "super().score(q, k)[..., :-1]",
+        ),
+        (
+            "NormaliseDropsAKey",
+            "normalise",
+            "weights of shape (2, 1, 16, 15){}: expected (B, H, Lq, Lk)",
+            "scores[..., :-1].softmax(-1)",
+        ),
     ],
 )
-def test_a_broken_shape_is_named_at_the_users_method_and_line(name, method, shape):
+def test_a_broken_shape_is_named_at_the_users_method_and_line(name, method, shape, source):
     """Finding: an attend returning one token too few was reported at attnexp/mixers/multihead.py as a raw reshape
-    error; each method a mixer writes is held to its shape where it returns."""
+    error; each method a mixer writes is held to its shape where it returns, and the line that computed the wrong
+    shape is named (it was the method's first line)."""
     from functools import partial
 
     import broken_mixers
@@ -226,7 +243,8 @@ def test_a_broken_shape_is_named_at_the_users_method_and_line(name, method, shap
     with pytest.raises(MixerError) as raised:
         net(torch.randn(2, 16, 4), need_weights=True)
     message = str(raised.value)
-    assert message.startswith(f"{name}.{method} (") and "broken_mixers.py:" in message and shape in message, message
+    computed = f" (computed at {line_of(getattr(broken_mixers, name), source)}, in {method})"
+    assert message.startswith(f"{name}.{method} (") and shape.format(computed) in message, message
 
 
 def test_an_error_while_a_mixer_is_built_names_it_and_its_line_and_is_no_bad_input():

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from attnexp.errors import MixerError
 from attnexp.mixers.conformance import layout, masks, numerics, requests, weights
 from attnexp.mixers.conformance.kit import Factory, Kit, Outcome, Result, Size
 from attnexp.mixers.faults import raised_in_mixer
@@ -63,7 +64,7 @@ def run_checks(factory: Factory, seed: int = 0, size: Size | None = None) -> lis
 
 def raised(err: BaseException) -> str:
     """A check's measure when it raised: the error, and where in the mixer's code."""
-    where = raised_in_mixer(err)
+    where = None if isinstance(err, MixerError) else raised_in_mixer(err)  # a MixerError names where it was wrong
     return f"raised {type(err).__name__}: {' '.join(str(err).split())[:300]}" + (f" (in {where})" if where else "")
 
 

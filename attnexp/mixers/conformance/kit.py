@@ -3,8 +3,10 @@ difference is measured."""
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -18,6 +20,7 @@ FUSED_TOL = 1e-4  # relative: a fused path against the explicit formula
 ZERO_GRAD = 1e-6  # a gradient below this share of the largest is taken as zero
 Factory = Callable[..., nn.Module]
 Outcome = tuple[bool | None, str]  # passed (None: does not apply), and what was measured
+Start = Callable[[nn.Module], None]  # gives a built mixer other parameters than its constructor's
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,15 @@ class Result:
 
 
 class Kit:
-    """The mixer's factory, the size and the random inputs every check uses."""
+    """The mixer's factory, the size and the random inputs every check uses; ``start``: the parameters each build gets
+    instead of its constructor's (:func:`moved`, :func:`trained`)."""
 
-    def __init__(self, factory: Factory, seed: int = 0, size: Size | None = None) -> None:
+    def __init__(self, factory: Factory, seed: int = 0, size: Size | None = None, start: Start | None = None) -> None:
         """``size.causal`` None and a mixer that declares ``causal_only``: every build is causal, as it must be."""
         size = size or Size()
         if size.causal is None and declares_causal_only(factory):
             size = replace(size, causal=True)
-        self.factory, self.seed, self.size = factory, seed, size
+        self.factory, self.seed, self.size, self.start = factory, seed, size, start
         self.gen = torch.Generator().manual_seed(seed + 1)
         s = self.size
         self.x = self.noise(s.batch, s.queries, s.dim)  # (B, Lq, C)
@@ -79,7 +83,17 @@ class Kit:
         base = {"dim": s.dim, "num_tokens": s.queries, **({"heads": s.heads} if s.heads else {})}
         if s.causal is not None:
             base["causal"] = s.causal
-        return make_mixer(self.factory, **{**base, **request}).eval()
+        mixer = make_mixer(self.factory, **{**base, **request}).eval()
+        if self.start is not None:
+            with torch.no_grad():
+                self.start(mixer)
+        return mixer
+
+    def at(self, start: Start) -> Kit:
+        """This kit (its inputs and random stream) building its mixers with ``start``'s parameters."""
+        other = copy.copy(self)
+        other.start = start
+        return other
 
     def noise(self, *shape: int) -> Tensor:
         return torch.randn(*shape, generator=self.gen)
@@ -96,6 +110,42 @@ class Kit:
         mask = torch.ones(self.size.batch, 1, 1, keys, dtype=torch.bool)
         mask[0] = False
         return mask
+
+
+def moved(seed: int, draw: int) -> Start:
+    """Parameters a mixer can reach in training: every parameter moved by noise of its own scale (draw ``draw`` of a
+    stream seeded by ``seed``). A parameter's scale is the spread of its values (an identity kernel's included); one
+    with no spread has its size (a vector of ones, a scalar temperature); one of zeros the typical spread of the
+    mixer's parameters. Mixers of one structure get the same noise."""
+
+    def move(mixer: nn.Module) -> None:
+        gen = torch.Generator().manual_seed(1_000_003 * seed + draw + 1)
+        params = [p for _, p in sorted(mixer.named_parameters(), key=lambda item: item[0])]
+        spreads = [float(p.std()) for p in params if p.numel() > 1 and float(p.std()) > 0]
+        typical = statistics.median(spreads) if spreads else 1.0
+        for p in params:
+            p.add_(torch.randn(p.shape, generator=gen).to(p) * own_scale(p, typical))
+
+    return move
+
+
+def own_scale(p: Tensor, typical: float) -> float:
+    """The spread of ``p``'s values; their size where they have none; ``typical`` where they are zeros."""
+    spread = float(p.std()) if p.numel() > 1 else 0.0
+    size = float(p.abs().mean()) if p.numel() else 0.0
+    return spread or size or typical
+
+
+def trained(state: Mapping[str, Tensor]) -> Start:
+    """A mixer's parameters as training left them (its ``state_dict``), for each build whose parameters have the same
+    names and shapes (the others keep their constructor's)."""
+
+    def load(mixer: nn.Module) -> None:
+        own = mixer.state_dict()
+        if own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in own):
+            mixer.load_state_dict(state)
+
+    return load
 
 
 def allowed(mixer: nn.Module, mask: Tensor) -> Tensor:

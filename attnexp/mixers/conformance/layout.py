@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
 from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, refusal, relative, short
+from attnexp.mixers.tracing import computed_at
 
 
 def shapes(kit: Kit) -> Outcome:
@@ -43,8 +48,10 @@ def call_shapes(mixer: nn.Module, label: str, x: Tensor, context: Tensor | None,
     wrong = []
     for need_weights in (False, True):
         out, weights = mixer(x, context=context, need_weights=need_weights)
+        again = functools.partial(mixer, x, context=context, need_weights=need_weights)  # for the line computing it
         if out.shape != x.shape:
-            wrong.append(f"{label}: output {tuple(out.shape)}, expected (B, Lq, C) = {tuple(x.shape)}")
+            computed = computed_at(mixer, functools.partial(returned, again, 0))
+            wrong.append(f"{label}: output {tuple(out.shape)}{computed}, expected (B, Lq, C) = {tuple(x.shape)}")
         heads = getattr(mixer, "heads", None)
         expected = (x.shape[0], heads or "H", x.shape[1], keys)
         if (
@@ -57,7 +64,8 @@ def call_shapes(mixer: nn.Module, label: str, x: Tensor, context: Tensor | None,
             )
         ):
             wrong.append(
-                f"{label}: weights {tuple(weights.shape)}, expected (B, H, Lq, Lk) = ({', '.join(map(str, expected))})"
+                f"{label}: weights {tuple(weights.shape)}{computed_at(mixer, functools.partial(returned, again, 1))}, "
+                f"expected (B, H, Lq, Lk) = ({', '.join(map(str, expected))})"
             )
     return sorted(set(wrong), key=wrong.index)
 
@@ -97,3 +105,8 @@ def batch_independence(kit: Kit) -> Outcome:
             relative(mixer(changed, need_weights=w)[0][:1], out[:1]),
         )
     return worst <= TOL, f"largest change of sample 0 {worst:.2g} (alone, or beside other samples)"
+
+
+def returned(call: Callable[[], tuple[Any, ...]], part: int) -> Any:
+    """What ``call()`` returns at ``part`` (0: the output, 1: the weights)."""
+    return call()[part]

@@ -1,24 +1,41 @@
-"""Checks of what a mixer may not see: later tokens under a causal mask, padded keys, and rows that see nothing."""
+"""Checks of what a mixer may not see: later tokens under a causal mask, padded keys, and rows that see nothing. The
+first two are checked at the parameters the constructor gives and at parameters training can reach (:func:`reached`):
+a convolution that starts as the identity hides a leak until it moves."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 import torch
+from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, refusal, relative, short
+from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, moved, refusal, relative, short
 from attnexp.mixers.contract import DISTRIBUTIONS, weight_kind
+from attnexp.mixers.faults import Origin
+from attnexp.mixers.tracing import computed_at, located, traced
 
 MOVED = 8  # the causal check changes the tokens from at most this many positions on, spread over the length
+DRAWS = 3  # draws of moved parameters the leak and padding checks run at, after the constructor's
+REFUSED = ("causal refused", "masks refused")  # measures of a mixer that takes no part: nothing to move
 
 
 def causal_leak(kit: Kit) -> Outcome:
-    """Asked to be causal, no output moves when a later token changes."""
+    """Asked to be causal, no output moves when a later token changes, at the constructor's parameters and at moved
+    ones; a leak is named at the line of the mixer's code where a later token first reaches an earlier one."""
+    return reached(kit, causal_change, "it leaks")
+
+
+def causal_change(kit: Kit) -> Outcome:
+    """The largest change of an earlier output when later tokens change, and where the first leak comes in."""
     try:
         mixer = kit.build(causal=True)
     except AttnexpError as err:
         refusal(err)
         return True, f"causal refused: {short(err)}"
-    s, worst, leaks = kit.size, 0.0, []
+    s, worst, leaks, where = kit.size, 0.0, [], None
     starts = sorted(
         {round(1 + i * (s.queries - 2) / max(MOVED - 1, 1)) for i in range(MOVED)} & set(range(1, s.queries))
     )
@@ -31,15 +48,66 @@ def causal_leak(kit: Kit) -> Outcome:
             worst = max(worst, change)
             if change > TOL:
                 leaks.append(t)
-    leak = f" (tokens from {min(leaks)} on move earlier outputs)" if leaks else ""
+                runs = (partial(mixer, kit.x, need_weights=w), partial(mixer, later, need_weights=w))
+                where = where or first_moved(mixer, runs, s.queries, t)
+    leak = f" (tokens from {min(leaks)} on move earlier outputs" if leaks else ""
+    leak += (f"; first in {where}" if where else "") + (")" if leaks else "")
     return worst <= TOL, f"largest change of an earlier output {worst:.2g}{leak}"
+
+
+def reached(kit: Kit, check: Callable[[Kit], Outcome], leaks: str) -> Outcome:
+    """``check`` at the constructor's parameters, then (where it passed) at :data:`DRAWS` draws of parameters moved
+    from them by noise of each one's own scale (:func:`~attnexp.mixers.conformance.kit.moved`); a failure found only
+    there says so."""
+    ok, measured = check(kit)
+    if not ok or kit.start is not None or measured.startswith(REFUSED):
+        return ok, measured
+    for draw in range(DRAWS):
+        moved_ok, moved_measured = check(kit.at(moved(kit.seed, draw)))
+        if not moved_ok:
+            return False, (
+                f"{leaks} once its parameters move from their initial values: {moved_measured} (draw {draw + 1} of "
+                f"{DRAWS}, each parameter moved by noise of its own scale)"
+            )
+    return True, f"{measured}; as small at {DRAWS} draws of parameters moved from the initial ones"
+
+
+def first_moved(mixer: nn.Module, runs: tuple[Callable[[], Any], ...], length: int, cut: int) -> Origin | None:
+    """Where, inside ``mixer``, a value of the positions before ``cut`` first differs between two runs whose tokens
+    differ from ``cut`` on only: the line at which a later token leaks into earlier ones. Every axis of ``length``
+    (the tokens) is cut, so the later positions' own change is left out."""
+    first, second = (dict(traced(run)[0].in_mixer(mixer)) for run in runs)
+    for i, call in first.items():
+        other = second.get(i)
+        if other is None or len(other.outputs) != len(call.outputs):
+            continue
+        for a, b in zip(call.outputs, other.outputs):
+            if a.shape != b.shape or not a.is_floating_point():
+                continue
+            if relative(earlier(b, length, cut), earlier(a, length, cut)) > TOL:
+                return located(call, mixer)
+    return None
+
+
+def earlier(t: Tensor, length: int, cut: int) -> Tensor:
+    """``t`` at the positions before ``cut`` along every axis of ``length``."""
+    for axis, size in enumerate(t.shape):
+        if size == length:
+            t = t.narrow(axis, 0, cut)
+    return t
 
 
 def padding_invisible(kit: Kit) -> Outcome:
     """Keys a padding mask hides move no output of a query that may not see them, whatever those keys hold and
     however many there are (:data:`PADDED` more): in self-attention (padding after the tokens), in causal
-    self-attention, a decoder's (padding before them, where later queries could see it) and in cross-attention. A
-    mixer that refuses masks, or one of these requests, is checked on the others."""
+    self-attention, a decoder's (padding before them, where later queries could see it) and in cross-attention; at
+    the constructor's parameters and at moved ones. A mixer that refuses masks, or one of these requests, is checked
+    on the others."""
+    return reached(kit, padding_change, "hidden keys leak into its outputs")
+
+
+def padding_change(kit: Kit) -> Outcome:
+    """The largest change of a visible output when hidden keys change in contents or number."""
     cases = {"self": hidden_in_self, "causal self": hidden_in_causal_self, "cross": hidden_in_cross}
     worst, checked, refused = 0.0, [], []
     for label, case in cases.items():
@@ -131,7 +199,7 @@ def fully_masked_rows(kit: Kit) -> Outcome:
         return True, f"masks or out_proj=False refused: {short(err)}"
     nonfinite = sum(int((~torch.isfinite(o)).sum()) for o, _ in outs)
     if nonfinite:
-        return False, f"{nonfinite} NaN or infinite outputs"
+        return False, f"{nonfinite} NaN or infinite outputs{computed_at(mixer, lambda: mixer(kit.x, mask=mask), True)}"
     kind = weight_kind(mixer)
     if kind != DISTRIBUTIONS:
         return True, f"outputs finite (weights {kind}: no zeros asked)"

@@ -9,6 +9,7 @@ from torch import Tensor
 from attnexp.errors import AttnexpError
 from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, allowed, refusal
 from attnexp.mixers.contract import DISTRIBUTIONS, SIGNED, weight_kind
+from attnexp.mixers.tracing import computed_at
 
 
 def weights_as_declared(kit: Kit) -> Outcome:
@@ -27,7 +28,10 @@ def weights_as_declared(kit: Kit) -> Outcome:
     if weights is None or weights.dim() != 4:
         return None, "no attention weights returned"
     problems, measured = weight_problems(weights, allowed(mixer, mask), weight_kind(mixer))
-    return not problems, measured + (f"; {'; '.join(problems)}" if problems else "; masked pairs at 0")
+    if not problems:
+        return True, measured + "; masked pairs at 0"
+    computed = computed_at(mixer, lambda: mixer(kit.x, mask=mask, need_weights=True)[1], not weights.isfinite().all())
+    return False, f"{measured}; {'; '.join(problems)}{computed}"
 
 
 def weight_problems(weights: Tensor, allowed: Tensor, kind: str, tol: float = TOL) -> tuple[list[str], str]:

@@ -1,0 +1,158 @@
+"""Which line of a mixer's code computed a value: every torch call of a forward pass recorded with the frames it ran in
+(a ``TorchFunctionMode``), so that a wrong value found after the fact (a shape, weights that break their kind, a
+first NaN, a leak of a later token) is named at the user's line, not at the class or at attnexp's checks.
+
+Run only where something was found wrong: the call is made again under :class:`Trace` (it keeps every tensor of the
+pass). The line named is the innermost frame of the user's code (outside torch, the standard library, installed
+packages and attnexp) inside the mixer's call; where the value was computed in attnexp's own code (the softmax of
+scores a user's ``score`` returned), the value is followed back through the calls that made it to the user's line.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+from attnexp.mixers.contract import is_mixer
+from attnexp.mixers.faults import Origin, in_library, in_package, origin
+
+
+class Call(NamedTuple):
+    """One torch call: the frames it ran in (outermost first, libraries left out), its tensor inputs and outputs."""
+
+    frames: list[tuple[FrameType, int]]  # (frame, line) as traceback.walk_tb gives them
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    nonfinite: bool  # a NaN or infinity in its outputs where its inputs had none
+
+
+class Trace(TorchFunctionMode):
+    """Records every torch call made while it is active (``with Trace() as trace: mixer(x)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Call] = []
+        self.made: dict[int, list[int]] = {}  # id of a tensor -> the calls that returned it (tensors are kept)
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outputs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
+        if outputs:
+            given = tree_leaves((args, kwargs))
+            inputs = [t for t in given if isinstance(t, Tensor)]
+            call = Call(frames(), inputs, outputs, made_nonfinite(given, outputs))
+            for t in outputs:
+                self.made.setdefault(id(t), []).append(len(self.calls))
+            self.calls.append(call)
+        return out
+
+    def in_mixer(self, mixer: nn.Module | None = None) -> Iterator[tuple[int, Call]]:
+        """The calls made inside ``mixer``'s methods (any mixer's when None), in order."""
+        for i, call in enumerate(self.calls):
+            if any(belongs(owner(f), mixer) for f, _ in call.frames):
+                yield i, call
+
+    def first_nonfinite(self, mixer: nn.Module | None = None) -> Origin | None:
+        """Where the first NaN or infinity was made from finite inputs inside ``mixer`` (any mixer when None)."""
+        return next((located(call, mixer) for _, call in self.in_mixer(mixer) if call.nonfinite), None)
+
+    def computed(self, value: Tensor, mixer: nn.Module) -> Origin | None:
+        """The user's line inside ``mixer`` that computed ``value``: the call that returned it, else (a call of
+        attnexp's own) the calls that made its inputs, followed back until one ran in the user's code."""
+        todo, seen = list(reversed(self.made.get(id(value), []))), set()
+        fallback = None
+        while todo:
+            i = todo.pop(0)
+            if i in seen:
+                continue
+            seen.add(i)
+            found = located(self.calls[i], mixer)  # None for a call outside the mixer (a copy of its output)
+            if found is not None and not in_package(Path(found.file)):
+                return found
+            fallback = fallback or found
+            todo += [j for t in self.calls[i].inputs for j in reversed(self.made.get(id(t), [])) if j < i]
+        return fallback
+
+
+def traced(run: Callable[[], Any]) -> tuple[Trace, Any]:
+    """``run()`` under a new :class:`Trace`, without gradients; an error it raises ends the trace there."""
+    trace = Trace()
+    result = None
+    try:
+        with torch.no_grad(), trace:
+            result = run()
+    except Exception:
+        pass
+    return trace, result
+
+
+def computed_at(mixer: nn.Module, rerun: Callable[[], Any] | None, nonfinite: bool = False) -> str:
+    """`` (computed at file:line, in method)``: where ``mixer``'s code computed the value ``rerun()`` returns again
+    (the wrong one a check found), or with ``nonfinite`` where it first made a NaN or infinity; ``""`` where that
+    cannot be told."""
+    if rerun is None:
+        return ""
+    trace, value = traced(rerun)
+    found = trace.first_nonfinite(mixer) if nonfinite else None
+    if not nonfinite and isinstance(value, Tensor):
+        found = trace.computed(value, mixer)
+    if found is None:
+        return ""
+    what = "its first NaN or infinity made" if nonfinite else "computed"
+    return f" ({what} at {found.file}:{found.line}, in {found.function})"
+
+
+def located(call: Call, mixer: nn.Module | None) -> Origin | None:
+    """The call's line: its frames from the mixer's first method inward, the user's innermost preferred."""
+    start = next((i for i, (f, _) in enumerate(call.frames) if belongs(owner(f), mixer)), None)
+    if start is None:
+        return None
+    name = type(owner(call.frames[start][0])).__name__
+    return origin(call.frames[start:], name)
+
+
+def frames() -> list[tuple[FrameType, int]]:
+    """The frames of the running call outside torch and the standard library, outermost first."""
+    found: list[tuple[FrameType, int]] = []
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if not in_library(Path(frame.f_code.co_filename)) and frame.f_code.co_filename != __file__:
+            found.append((frame, frame.f_lineno))
+        frame = frame.f_back
+    return found[::-1]
+
+
+def belongs(owned: object, mixer: nn.Module | None) -> bool:
+    """Whether a frame's object is ``mixer`` (any mixer when None)."""
+    return owned is mixer if mixer is not None else is_mixer(owned)
+
+
+def owner(frame: Any) -> object:
+    return frame.f_locals.get("self")
+
+
+def made_nonfinite(given: list[Any], outputs: list[Tensor]) -> bool:
+    """Whether a call made a NaN where none of its arguments held one, or an infinity where none held a NaN or an
+    infinity (masking with float("-inf") makes one on purpose; filling with float("nan") is the bug itself)."""
+    nan_in, inf_in = (any(holds(v, kind) for v in given) for kind in ("nan", "inf"))
+    nan_out, inf_out = (any(holds(t, kind) for t in outputs) for kind in ("nan", "inf"))
+    return (nan_out and not nan_in) or (inf_out and not inf_in and not nan_in)
+
+
+def holds(value: Any, kind: str) -> bool:
+    """Whether an argument (a tensor, or a number) holds a NaN (``kind`` nan) or an infinity (inf); a number NaN
+    counts as none (it is what a call is given to make one)."""
+    if isinstance(value, float):
+        return kind == "inf" and math.isinf(value)
+    if not isinstance(value, Tensor) or not (value.is_floating_point() or value.is_complex()):
+        return False
+    return bool((value.isnan() if kind == "nan" else value.isinf()).any())
