@@ -1,7 +1,7 @@
 """Static cost of euclid's Triton kernels against flash attention's, compiled offline: no GPU needed, no time measured.
 
 Each kernel the operator launches for a bf16 forward and backward pass (head dim 64, the mixer's layout, no mask, L =
-1024) is compiled for sm_90 (``--arch``) as :mod:`attnexp.mixers.euclid.ops.kernel.offline` does, and so is a flash
+1024) is compiled for sm_90 (``--arch``) as scripts/euclid_kernel_offline.py does, and so is a flash
 attention of the same shapes written here (dot scores, an online softmax forward, a split backward: keys then queries,
 as Triton's tutorial). From each kernel's SASS (cuobjdump) the main loop (the first outermost loop holding matrix
 products, one tile per iteration) is read two ways: its **hot path**, from its head to its back edge through the most
@@ -26,11 +26,12 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+import euclid_kernel_offline as offline  # beside this script
 import torch
 import triton
 import triton.language as tl
 
-from attnexp.mixers.euclid.ops.kernel import launches, offline
+from attnexp.mixers.euclid.ops.kernel import launches
 from attnexp.mixers.euclid.ops.kernel.launches import Launch
 
 GUARD = 16  # a conditional branch over at most this many instructions, a store or atomic among them, guards them

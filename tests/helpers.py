@@ -272,7 +272,7 @@ def line_of(cls: type, text: str) -> str:
     """``file:line`` of the line of ``cls``'s source that holds ``text``, the file as attnexp's messages show it."""
     import inspect
 
-    from attnexp.mixers.contract import shown
+    from attnexp.mixers.frames import shown
 
     lines, first = inspect.getsourcelines(cls)
     number = first + next(i for i, line in enumerate(lines) if text in line)

@@ -203,14 +203,14 @@ def missing_option(err: Any, job: Sequence[str]) -> str:
 def options_of(node: Any) -> tuple[str, str, list[str]] | None:
     """The class a config node builds (its ``_target_``), where it is defined, and the keyword options it takes: the
     named parameters with defaults of its ``__init__`` and of each base it passes ``**options`` on to, less what a
-    network hands every mixer (:class:`~attnexp.mixers.contract.MixerRequest`); None for a node that builds none."""
+    network hands every mixer (:class:`~attnexp.mixers.request.MixerRequest`); None for a node that builds none."""
     target = node.get("_target_") if isinstance(node, DictConfig) else None
     if not isinstance(target, str) or "${" in target:
         return None
     try:
         from hydra.utils import get_object
 
-        from attnexp.mixers.contract import shown
+        from attnexp.mixers.frames import shown
 
         built = get_object(target)
         chain = (

@@ -6,11 +6,9 @@ from attnexp.mixers.contract import (
     NON_NEGATIVE,
     SIGNED,
     WEIGHT_KINDS,
-    MixerRequest,
     TokenMixer,
     build_mixer,
     check_inputs,
-    is_mixer,
     weight_kind,
 )
 from attnexp.mixers.cosine import CosineAttention
@@ -26,6 +24,7 @@ from attnexp.mixers.multihead import (
     softmax,
     zero_empty_rows,
 )
+from attnexp.mixers.request import MixerRequest, is_mixer
 from attnexp.mixers.se import SqueezeExcitation
 from attnexp.mixers.sigmoid import SigmoidAttention
 

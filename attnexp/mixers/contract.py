@@ -24,29 +24,20 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, MixerError
+from attnexp.mixers.frames import shown
+from attnexp.mixers.request import MixerRequest
 
 # What a mixer's weights are (its ``weight_kind``):
 DISTRIBUTIONS = "distributions"  # each row sums to 1 over the keys it may see, no weight below 0 (softmax)
 NON_NEGATIVE = "non-negative"  # no weight below 0, rows of any sum (sigmoid, ReLU attention)
 SIGNED = "signed"  # weights of either sign (a difference of two maps)
 WEIGHT_KINDS = (DISTRIBUTIONS, NON_NEGATIVE, SIGNED)
-
-
-class MixerRequest(NamedTuple):
-    """The network's requests, as a mixer received them."""
-
-    dim: int
-    num_tokens: int | None = None
-    causal: bool = False
-    out_proj: bool = True
-    heads: int = 1
-    shared_over_channels: bool = False
 
 
 class TokenMixer(nn.Module):
@@ -154,11 +145,6 @@ def where_defined(mixer: nn.Module, method: str | None = "forward") -> str:
     return f"{name} ({shown(Path(source))}:{line})"
 
 
-def shown(path: Path) -> str:
-    """``path`` relative to the working directory when inside it, as a user would type it."""
-    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
-
-
 def refuse_misshapen_output(mixer: nn.Module, args: tuple, kwargs: dict, result: Any) -> None:
     """A forward hook on every mixer :func:`build_mixer` builds: the output must be (out, weights) with ``out`` shaped
     as the tokens it was given, (B, Lq, C), so that a mixer that drops a token or returns another layout stops at
@@ -204,11 +190,6 @@ def expect_shape(
             f"{where_defined(mixer, method)} returned {what} of shape {got}{computed_at(mixer, rerun)}: expected "
             f"{names} = {tuple(shape)}."
         )
-
-
-def is_mixer(module: object) -> bool:
-    """Whether ``module`` is a token mixer (built by :func:`build_mixer` or a :class:`TokenMixer`)."""
-    return isinstance(module, nn.Module) and isinstance(getattr(module, "request", None), MixerRequest)
 
 
 def check_inputs(x: Tensor, context: Tensor, mask: Tensor | None, heads: int = 1) -> None:

@@ -14,8 +14,9 @@ from torch import Tensor, nn
 from attnexp.errors import MixerError
 from attnexp.mixers.conformance.kit import TOL
 from attnexp.mixers.conformance.weights import weight_problems
-from attnexp.mixers.contract import MixerRequest, is_mixer, weight_kind, where_defined
+from attnexp.mixers.contract import weight_kind, where_defined
 from attnexp.mixers.multihead import MultiHeadAttention
+from attnexp.mixers.request import MixerRequest, is_mixer
 from attnexp.mixers.tracing import computed_at
 
 T = TypeVar("T")

@@ -22,8 +22,8 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from attnexp.mixers.contract import is_mixer
-from attnexp.mixers.faults import Origin, in_library, in_package, origin
+from attnexp.mixers.frames import Origin, in_library, in_package, origin
+from attnexp.mixers.request import is_mixer
 
 
 class Call(NamedTuple):

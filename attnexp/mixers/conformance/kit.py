@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError, MixerError
-from attnexp.mixers.contract import MixerRequest, declares_causal_only, make_mixer
+from attnexp.mixers.contract import declares_causal_only, make_mixer
+from attnexp.mixers.request import MixerRequest
 
 TOL = 1e-5  # relative: rounding of one formula computed in another order (another batch size, another kernel)
 FUSED_TOL = 1e-4  # relative: a fused path against the explicit formula

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from attnexp.errors import AttnexpError
 from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, moved, refusal, relative, short
 from attnexp.mixers.contract import DISTRIBUTIONS, weight_kind
-from attnexp.mixers.faults import Origin
+from attnexp.mixers.frames import Origin
 from attnexp.mixers.tracing import computed_at, located, traced
 
 MOVED = 8  # the causal check changes the tokens from at most this many positions on, spread over the length

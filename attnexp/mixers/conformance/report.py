@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.errors import explain
 from attnexp.mixers.conformance import Kit, Result, Size, run_checks
 from attnexp.mixers.conformance.speed import compare_with_dot, machine
-from attnexp.mixers.contract import MixerRequest
+from attnexp.mixers.request import MixerRequest
 
 
 def report(

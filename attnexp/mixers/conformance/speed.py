@@ -13,8 +13,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from attnexp.mixers.contract import MixerRequest, make_mixer
+from attnexp.mixers.contract import make_mixer
 from attnexp.mixers.dot import DotAttention
+from attnexp.mixers.request import MixerRequest
 
 MIN_MEASURE_S = 0.02  # each measure repeats the step until it lasts about this long
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # the instruction sets CPU kernels choose between
