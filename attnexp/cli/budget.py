@@ -7,7 +7,7 @@ values."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -25,7 +25,7 @@ def flat(node: Any, where: str = "") -> Iterator[str]:
         yield from flat(value, full) if isinstance(value, dict) else [f"{full}={value}"]
 
 
-def with_budget(args: Sequence[str]) -> list[str]:
+def with_budget(args: Iterable[str]) -> list[str]:
     """``args`` with the keys of the budget :data:`ENV` names added after its last override (before flags that
     follow it, such as ``--cfg job``); ``args`` as they are when it names none."""
     args, name = list(args), os.environ.get(ENV, "").strip()

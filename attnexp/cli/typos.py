@@ -171,9 +171,9 @@ def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence
     close = near(leaf, options)
     hint = f" Did you mean {parent}.{close[0]}?" if close else ""
     hint = hint or "".join(f" Did you mean {k}?" for k in elsewhere[:1])
-    shown = options if len(options) <= LISTED else [*close, *(o for o in options if o not in close)][:LISTED]
+    first = options if len(options) <= LISTED else [*close, *(o for o in options if o not in close)][:LISTED]
     more = "" if len(options) <= LISTED else f" and {len(options) - LISTED} more (--cfg job shows the config)"
-    listed = ", ".join(shown) + more
+    listed = ", ".join(first) + more
     return f"{key} is not an option of {name} ({where}); its options are {listed}.{hint} {NOTHING}"
 
 
