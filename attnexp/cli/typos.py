@@ -163,8 +163,8 @@ def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence
     found = options_of(node)
     assert found is not None
     name, where, options = found
-    listed = [str(k) for k in node if not str(k).startswith("_") and not (given.startswith("+") and k == leaf)]
-    options = list(dict.fromkeys([*listed, *options]))
+    configured = [str(k) for k in node if not str(k).startswith("_") and not (given.startswith("+") and k == leaf)]
+    options = list(dict.fromkeys([*configured, *options]))
     if leaf in options:
         fix = f"add it with +{key}={given.split('=', 1)[-1]}"
         return f"{given} sets {key}, an option of {name} ({where}) that the config does not list: {fix}. {NOTHING}"
