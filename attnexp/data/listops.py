@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -60,14 +61,9 @@ class ListOpsDataModule(SyntheticDataModule):
         max_args: int = 5,
         max_length: int = 64,
         nest: float = 0.25,
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
+        **splits: Any,
     ) -> None:
-        super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
+        super().__init__(**splits)
         check("data", max_depth=max_depth, max_args=max_args, max_length=max_length)
         if max_args < 2 or max_length < 2 + max_args or not 0 <= nest < 1:
             raise AttnexpError(

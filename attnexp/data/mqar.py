@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -30,17 +32,12 @@ class MQARDataModule(SyntheticDataModule):
         seq_len: int = 64,
         num_pairs: int = 8,
         num_queries: int | None = None,
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
         power_a: float = 1.0,
         distinct_values: bool = False,
         answers_shown: bool = True,
+        **splits: Any,
     ) -> None:
-        super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
+        super().__init__(**splits)
         check(
             "data",
             vocab=vocab,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -22,14 +24,9 @@ class RecallDataModule(SyntheticDataModule):
         self,
         vocab: int = 32,
         seq_len: int = 64,
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
+        **splits: Any,
     ) -> None:
-        super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
+        super().__init__(**splits)
         check("data", vocab=vocab, seq_len=seq_len)
         if vocab < 3 or seq_len < 4:
             raise AttnexpError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -25,14 +27,9 @@ class SelectiveCopyDataModule(SyntheticDataModule):
         vocab: int = 16,
         seq_len: int = 64,
         num_tokens: int = 8,
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
+        **splits: Any,
     ) -> None:
-        super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
+        super().__init__(**splits)
         check("data", vocab=vocab, seq_len=seq_len, num_tokens=num_tokens)
         if vocab < 3 or num_tokens > seq_len:
             raise AttnexpError(

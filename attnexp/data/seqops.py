@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -32,14 +33,9 @@ class SeqOpsDataModule(SyntheticDataModule):
         vocab: int = 16,
         train_max_len: int = 16,
         test_lengths: tuple[int, ...] = (8, 16, 24, 32),
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
+        **splits: Any,
     ) -> None:
-        super().__init__(train_size, val_size, test_size, batch_size, eval_batch_size, split_seed)
+        super().__init__(**splits)
         check("data", vocab=vocab, train_max_len=train_max_len)
         lengths = [int(n) for n in test_lengths]
         if op not in OPS:

@@ -37,8 +37,16 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
     apart: tuple[str, ...] = ()  # splits drawn from a distribution of their own (:meth:`draw_apart`)
 
     def __init__(
-        self, train_size: int, val_size: int, test_size: int, batch_size: int, eval_batch_size: int, split_seed: int
+        self,
+        train_size: int = 20000,
+        val_size: int = 1000,
+        test_size: int = 1000,
+        batch_size: int = 64,
+        eval_batch_size: int = 1000,
+        split_seed: int = 0,
     ) -> None:
+        """The splits every generated task has: their sizes, batch sizes and the seed they are drawn from (each
+        task's constructor passes them on as ``**splits``)."""
         super().__init__()
         check(
             "data",
