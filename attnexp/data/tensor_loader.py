@@ -34,7 +34,21 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-class BatchIndexSampler(Sampler[Tensor]):
+class EpochSampler(Sampler[Tensor]):
+    """A sampler whose draws of epoch ``e`` depend only on ``seed`` and ``e`` (Lightning calls :meth:`set_epoch`), so a
+    resumed run sees an uninterrupted one's batches; ``seed`` defaults to the seed torch was seeded with, ``device`` is
+    where the indices go (the data's: drawn on the CPU, so any device draws alike)."""
+
+    def __init__(self, seed: int | None = None, device: torch.device | None = None) -> None:
+        self.seed = torch.initial_seed() if seed is None else seed
+        self.device = device
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+
+class BatchIndexSampler(EpochSampler):
     """Yields index tensors of ``batch_size`` (the last may be short), reshuffled every epoch.
 
     The order of epoch ``e`` depends only on ``seed`` and ``e`` (Lightning calls
@@ -48,13 +62,8 @@ class BatchIndexSampler(Sampler[Tensor]):
     def __init__(
         self, size: int, batch_size: int, shuffle: bool, seed: int | None = None, device: torch.device | None = None
     ) -> None:
+        super().__init__(seed, device)
         self.size, self.batch_size, self.shuffle = size, batch_size, shuffle
-        self.seed = torch.initial_seed() if seed is None else seed
-        self.device = device  # where the indices go: the data's device (drawn on the CPU, so any device draws alike)
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
 
     def _share(self) -> tuple[int, int, int]:
         rank, world = rank_and_world() if self.shuffle else (0, 1)
@@ -90,7 +99,7 @@ class StreamWindows(Dataset):
         return w[:, :-1], w[:, 1:]
 
 
-class RandomStarts(Sampler[Tensor]):
+class RandomStarts(EpochSampler):
     """``count`` window starts a epoch, drawn uniformly from ``[0, size)`` (with replacement, as GPT training samples
     its batches), in batches of ``batch_size``. The draws of epoch ``e`` depend only on ``seed``, ``e`` and the rank
     (each rank of data-parallel training draws ``count / world`` of its own), so a resumed run sees the same windows."""
@@ -98,13 +107,8 @@ class RandomStarts(Sampler[Tensor]):
     def __init__(
         self, count: int, size: int, batch_size: int, seed: int | None = None, device: torch.device | None = None
     ) -> None:
+        super().__init__(seed, device)
         self.count, self.size, self.batch_size = count, size, batch_size
-        self.seed = torch.initial_seed() if seed is None else seed
-        self.device = device  # where the starts go: the stream's device (drawn on the CPU, so any device draws alike)
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
 
     def __len__(self) -> int:
         return (self.count // rank_and_world()[1] + self.batch_size - 1) // self.batch_size

@@ -6,13 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassExactMatch
 
 from attnexp.rules import check
-from attnexp.tasks.base import Forward, Task
+from attnexp.tasks.base import Forward, PartlyScored
 from attnexp.tokens import NO_TARGET
 
 
@@ -48,7 +47,7 @@ class SequenceExact(MulticlassExactMatch):
         super().update(logits.transpose(1, 2), target)
 
 
-class AnswerTokens(Task):
+class AnswerTokens(PartlyScored):
     """Cross-entropy of the next token at the answer positions only (targets elsewhere are ``NO_TARGET``).
 
     Metrics: ``acc`` per answer token and ``seq_acc`` per sequence (every answer right); on the test split
@@ -79,15 +78,7 @@ class AnswerTokens(Task):
         slots = answer_slots(target)  # (B, A)
         if logits.shape[1] != slots.shape[1]:
             logits = logits.gather(1, slots.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-        target = target.gather(1, slots)
-        return (
-            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET),
-            logits,
-            target,
-        )
-
-    def count(self, target: Tensor) -> Tensor:
-        return (target != NO_TARGET).sum()
+        return super().loss(logits, target.gather(1, slots))
 
     def scored(self, splits: Mapping[str, tuple[Any, Tensor]]) -> dict[str, dict[str, int]]:
         """``acc`` counts answer tokens, ``seq_acc`` sequences, ``acc@len=N`` the answer tokens of the test sequences

@@ -11,6 +11,7 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy
 
 from attnexp.errors import AttnexpError
+from attnexp.tokens import NO_TARGET
 
 # forward(x) -> (logits, per-layer attention weights), in eval mode without gradients (figures use it)
 Forward = Callable[[Tensor], "tuple[Tensor, list[Tensor | None]]"]
@@ -82,3 +83,16 @@ class Task:
     def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
         """Matplotlib figures by TensorBoard tag, drawn once at the end of training."""
         return {}
+
+
+class PartlyScored(Task):
+    """A task that scores some targets only: the others are ``NO_TARGET`` (padding, the tokens between answers),
+    left out of the loss and of its count."""
+
+    def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The mean cross-entropy over the scored targets, with the logits and targets as given.  # (B, T, V), (B, T)"""
+        flat = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET)
+        return flat, logits, target
+
+    def count(self, target: Tensor) -> Tensor:
+        return (target != NO_TARGET).sum()

@@ -14,7 +14,7 @@ from attnexp.errors import AttnexpError
 from attnexp.networks.decoding import beam_search, greedy, trim
 from attnexp.rules import check
 from attnexp.tasks.answer_tokens import AnswerAccuracy
-from attnexp.tasks.base import Forward, Task
+from attnexp.tasks.base import Forward, PartlyScored
 from attnexp.tokens import BOS_ID, EOS_ID, NO_TARGET, PAD_ID
 
 TEXT_METRICS = {"cer": "min", "bleu": "max"}  # name -> better direction
@@ -35,7 +35,7 @@ def same_sequences(pred: Tensor, ref: Tensor) -> Tensor:
     return (pred == ref).all(-1)
 
 
-class Seq2SeqTask(Task):
+class Seq2SeqTask(PartlyScored):
     """Teacher-forced cross-entropy of every target token after ``[bos]``, padding left out; also logs
     perplexity ``<stage>/ppl``. The network reads the sources and the targets shifted right.
 
@@ -87,15 +87,7 @@ class Seq2SeqTask(Task):
     def loss(self, logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The mean loss over target tokens after ``[bos]``; targets returned with padding as ``NO_TARGET``.  # (B,
         T-1, V), (B, T)"""
-        target = target[:, 1:].masked_fill(target[:, 1:] == PAD_ID, NO_TARGET)  # (B, T-1)
-        return (
-            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=NO_TARGET),
-            logits,
-            target,
-        )
-
-    def count(self, target: Tensor) -> Tensor:
-        return (target != NO_TARGET).sum()
+        return super().loss(logits, target[:, 1:].masked_fill(target[:, 1:] == PAD_ID, NO_TARGET))  # (B, T-1)
 
     def derived(self, stage: str, loss: Tensor) -> dict[str, Tensor]:
         return {f"{stage}/ppl": loss.exp()}
