@@ -59,8 +59,6 @@ class TokenMixer(nn.Module):
         shared_over_channels: bool = False,
     ) -> None:
         super().__init__()
-        if self.causal_only and not causal:
-            raise not_causal(type(self).__name__)
         self.request = MixerRequest(dim, num_tokens, causal, out_proj, heads, shared_over_channels)
 
     def forward(
