@@ -81,23 +81,42 @@ def sweep_values(override: Any) -> list[str]:
 
 
 def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -> list[DictConfig]:
-    """Every combination of a basic sweep's values, else the first job (a sweeper that picks its jobs as it goes)."""
-    swept = [o.input_line for o in parsed if o.is_sweep_override()]
-    lists = [
-        [f"{o.get_key_element()}={v}" for v in sweep_values(o)] if o.is_sweep_override() else [o.input_line]
-        for o in parsed
-    ]
+    """Every combination of a basic sweep's values, else the first job (a sweeper that picks its jobs as it goes).
+    The basic sweeper's jobs are its config's ``hydra.sweeper.params`` (``experiment=diagnostics``: five data sets)
+    and the command line's values, which win for a key both set, one value list per key in the order keys first
+    appear, as that sweeper makes them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lists = value_lists(parsed)
     first = [values[0] for values in lists if values]
-    cfg = composed(config_name, first, sweep=bool(swept))
+    swept = any(o.is_sweep_override() for o in parsed)
+    cfg = composed(config_name, first, sweep=swept)
     if swept and not is_sweep(args, cfg):
+        given = next(o.input_line for o in parsed if o.is_sweep_override())
         raise AttnexpError(
-            f"{swept[0]} gives several values, which makes a sweep (a run of each): add --multirun (-m) to run them, "
+            f"{given} gives several values, which makes a sweep (a run of each): add --multirun (-m) to run them, "
             f"or give one value (a list as one value is written key=[a,b]). {NOTHING}"
         )
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None) or {}
+    if params and is_sweep(args, cfg):
+        parsed = [*OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()]), *parsed]
+        lists = value_lists(parsed)
+        first, swept = [values[0] for values in lists if values], True
+        cfg = composed(config_name, first, sweep=True)
     if not swept or not str(cfg.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper") or not all(lists):
         return [cfg]
     jobs = [list(job) for job in itertools.product(*lists)]
     return [cfg if job == first else composed(config_name, job, sweep=True) for job in jobs]
+
+
+def value_lists(parsed: Sequence[Any]) -> list[list[str]]:
+    """Each key's overrides as a list of its values (one for a plain override, none for a sweep the sweeper expands
+    itself); a key set again replaces its values where it first stood."""
+    by_key: dict[str, list[str]] = {}
+    for o in parsed:
+        key = o.get_key_element()
+        by_key[key] = [f"{key}={v}" for v in sweep_values(o)] if o.is_sweep_override() else [o.input_line]
+    return list(by_key.values())
 
 
 def composed(config_name: str, job: list[str], sweep: bool = False) -> DictConfig:

@@ -246,3 +246,14 @@ def test_a_list_split_by_a_space_is_explained_and_good_command_lines_pass():
 def test_a_key_given_twice_composes_as_hydra_composes_it():
     cfg = check_composition(["seed=1", "seed=1", "trainer.max_epochs=2"], CONFIG_DIR)
     assert (cfg.seed, cfg.trainer.max_epochs) == (1, 2)
+
+
+def test_a_sweep_a_config_defines_is_checked_as_the_jobs_hydra_runs():
+    """``experiment=diagnostics`` sweeps five data sets in its ``hydra.sweeper.params``: the pre-flight stage checks
+    every job the basic sweeper makes of them and of the command line, in its order."""
+    jobs = jobs_of(["--multirun", "experiment=diagnostics", "model=dot,euclid", "seed=0"], CONFIG_DIR)
+    made = [(j.hydra.runtime.choices.data, j.hydra.runtime.choices.model) for j in jobs]
+    data = ["mqar", "recall", "selective_copy", "listops", "seqops"]
+    assert made == [(d, m) for d in data for m in ("dot", "euclid")]
+    alone = jobs_of(["--multirun", "experiment=diagnostics", "data=recall", "model=dot"], CONFIG_DIR)
+    assert [j.hydra.runtime.choices.data for j in alone] == ["recall"]  # the command line's value wins
