@@ -52,13 +52,19 @@ def check(cfg: DictConfig) -> Any:
         return None
 
 
-def prepared_data(cfg: DictConfig) -> Any:
-    """The data module :func:`check` read for ``cfg`` (once), else a new one."""
+def checked_data(cfg: DictConfig) -> Any:
+    """The data module :func:`check` read for ``cfg``, else a new one (its files are what a run's identity reads)."""
     from hydra.utils import instantiate
 
     found = [data for key, data in PREPARED if key == data_key(cfg)]
-    PREPARED.clear()
     return found[0] if found else instantiate(cfg.data)
+
+
+def prepared_data(cfg: DictConfig) -> Any:
+    """The data module :func:`check` read for ``cfg``, handed to the run (once: another run gets a new one)."""
+    data = checked_data(cfg)
+    PREPARED.clear()
+    return data
 
 
 def network(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:

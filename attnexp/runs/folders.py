@@ -12,10 +12,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import identity
+from attnexp import build, identity
 from attnexp.errors import AttnexpError
 from attnexp.runs import lock, metrics_file
-from attnexp.settings import config_record
+from attnexp.settings import config_record, method
 
 SHOWN = 8  # hex digits of the identity in a folder name
 FINISHED = (  # a rerun computes the same again
@@ -25,7 +25,7 @@ FINISHED = (  # a rerun computes the same again
     metrics_file.DIVERGED,
     metrics_file.INVALID,
 )
-KNOWN: dict[str, dict[str, Any]] = {}  # the resolver is asked again and again for one run
+KNOWN: dict[str, dict[str, Any]] = {}  # the pre-flight stage, Hydra's resolver and the record ask for one run's
 
 
 def targets(node: Any) -> list[str]:
@@ -40,13 +40,13 @@ def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str]
     """The identity of the run ``cfg`` composes (Hydra's node aside; ``choices``: its config-group options;
     ``searchpath``: ``hydra.searchpath``, where a user's configs and code may lie), with the code and data it stands
     for: ``{"identity", "code", "dataset"}``. The user's code is read from its files, nothing imported."""
-    from hydra.utils import instantiate
 
     config = config_record(cfg)
     folders = identity.user_folders(searchpath, Path.cwd())
-    text = json.dumps([config, choices, [str(f) for f in folders]], sort_keys=True, default=str)
+    read = [method(config), config.get("data"), choices, [str(f) for f in folders]]  # what the identity reads
+    text = json.dumps(read, sort_keys=True, default=str)
     if text not in KNOWN:
-        data = instantiate(cfg.data)
+        data = build.checked_data(cfg)
         data.prepare_data()  # a download, or a copy from a system package, first: the files are then there
         code = identity.code([t for t in targets(config) if "${" not in t], folders)
         dataset = identity.dataset(getattr(data, "files", dict)())
