@@ -14,6 +14,7 @@ from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
 from attnexp.mixers.declared import built_causal, weight_kinds
 from attnexp.runs import metrics_file, provenance
+from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 
 log = logging.getLogger("attnexp")
@@ -181,7 +182,7 @@ class RecordKeeper(pl.Callback):
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
             if trainer.world_size == 1:
-                trainer.save_checkpoint(self.record.folder / "checkpoints" / "interrupted.ckpt")
+                trainer.save_checkpoint(checkpoints_of(self.record.folder, self.record.fields) / "interrupted.ckpt")
             self._write(trainer, metrics_file.INTERRUPTED)
         else:
             status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED

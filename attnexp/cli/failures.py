@@ -18,6 +18,7 @@ from attnexp import build
 from attnexp.cli import console, report
 from attnexp.errors import DiskFull, MixerError, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
 from attnexp.runs import metrics_file
+from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 
 
@@ -114,7 +115,8 @@ def disk_full(folder: Path) -> DiskFull:
     from attnexp.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
 
     free = shutil.disk_usage(folder).free
-    checkpoints = sorted((folder / "checkpoints").glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    where = checkpoints_of(folder, metrics_file.read(folder))
+    checkpoints = sorted(where.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
     damaged = []
     for path in checkpoints:
         try:

@@ -18,6 +18,7 @@ from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
 from attnexp.prediction import predict_next, predict_sequence
 from attnexp.runs import metrics_file
+from attnexp.runs.folders import checkpoints_of
 
 if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help answers at once
     from torch import nn
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help an
 def find_checkpoint(run: Path, checkpoint: str, record: dict[str, Any]) -> Path:
     """``best`` (the checkpoint the run's record names as its best by the task's metric, the one its test loaded; else
     ``last``), ``last``, or a path to a ``.ckpt`` file. A mid-epoch ``interrupted.ckpt`` is used only when named."""
-    folder = run / "checkpoints"
+    folder = checkpoints_of(run, record)  # the run's checkpoint callback's folder
     named = {"best": record.get("best_checkpoint") or "last.ckpt", "last": "last.ckpt"}.get(checkpoint)
     path = folder / Path(named).name if named else Path(checkpoint)
     if not path.is_file():

@@ -223,7 +223,7 @@ def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
 def check_folders(jobs: list[DictConfig]) -> None:
     """Each job's folder (from its identity and seed): not shared by two jobs, not still training, and holding no
     unfinished run unless ``resume=true`` continues it."""
-    from attnexp.runs.folders import check_writable, refusal, run_folder, state
+    from attnexp.runs.folders import check_writable, checkpoint_dir, refusal, run_folder, state
 
     check_writable(jobs[0].paths.log_dir)
     found: dict[str, list[str]] = {}
@@ -231,7 +231,7 @@ def check_folders(jobs: list[DictConfig]) -> None:
     for cfg in jobs:
         folder = run_folder(_root_=cfg)
         found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
-        refused = refusal(folder, *state(folder), bool(cfg.resume))
+        refused = refusal(folder, *state(folder, checkpoint_dir(cfg, folder)), bool(cfg.resume))
         if refused:
             problems.append(refused)
     shared = [f"{' and '.join(names)} into {folder}" for folder, names in found.items() if len(names) > 1]

@@ -56,7 +56,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     datamodule = build.prepared_data(cfg)
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
-    last = record.folder / "checkpoints" / "last.ckpt"
+    last = folders.checkpoints_of(record.folder, record.fields) / "last.ckpt"
     ckpt_path = str(last) if record.resumed and last.exists() else cfg.get("ckpt_path")
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed=record.resumed)
@@ -89,7 +89,7 @@ def main(cfg: DictConfig) -> Any:
     folder, multirun, metric = Path(hydra_cfg.runtime.output_dir), report.is_multirun(), cfg.get("optimized_metric")
     if multirun:
         report.link_job(folder)
-    kind, found = folders.state(folder)
+    kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))
     if kind == "finished":
         for line in report.finished(folder, found):
             log.info(line)
@@ -99,7 +99,7 @@ def main(cfg: DictConfig) -> Any:
             lock.take(folder)
         except lock.Busy as busy:
             return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
-        kind, found = folders.state(folder)  # again, under the lock: the other start may have ended meanwhile
+        kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))  # again, under the lock
         why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
         if kind == "finished" or why:
             return refused(folder, why, multirun, found, metric)

@@ -84,20 +84,38 @@ def check_writable(root: str | Path) -> None:
         ) from None
 
 
-def state(folder: str | Path) -> tuple[str, dict[str, Any]]:
+def checkpoint_dir(cfg: DictConfig, folder: str | Path) -> Path:
+    """Where a run's checkpoints go: the checkpoint callback's own folder (``callbacks.checkpoint.dirpath``, which may
+    lie elsewhere), else ``checkpoints/`` in the run folder (the default, which names the run's folder through Hydra's
+    runtime)."""
+    try:
+        dirpath = OmegaConf.select(cfg, "callbacks.checkpoint.dirpath", default=None)
+    except Exception:  # the default's interpolation of Hydra's output folder, before Hydra runs
+        dirpath = None
+    return Path(dirpath).absolute() if dirpath else Path(folder).absolute() / "checkpoints"
+
+
+def checkpoints_of(folder: str | Path, record: dict[str, Any], default: Path | None = None) -> Path:
+    """The folder of a run's checkpoints as its record names it (within the run folder, so a moved run keeps it; or
+    elsewhere), else ``default``, else ``checkpoints/`` of the run folder."""
+    return Path(folder).absolute() / (record.get("checkpoints") or default or "checkpoints")
+
+
+def state(folder: str | Path, checkpoints: Path | None = None) -> tuple[str, dict[str, Any]]:
     """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process holds the folder's
     lock), ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to continue from), ``restart`` (stopped
-    before its first checkpoint: nothing to continue) or ``orphaned`` (checkpoints, but no record), with its record."""
+    before its first checkpoint: nothing to continue) or ``orphaned`` (checkpoints, but no record), with its record.
+    The checkpoints are in the folder its record names (else ``checkpoints``, else ``checkpoints/`` of the folder)."""
     record = metrics_file.read(folder)
-    checkpoints = any((Path(folder) / "checkpoints").glob("*.ckpt"))
+    checkpoints_found = any(checkpoints_of(folder, record, checkpoints).glob("*.ckpt"))
     if not record:
-        return ("orphaned" if checkpoints else "new"), {}
+        return ("orphaned" if checkpoints_found else "new"), {}
     status = metrics_file.current_status(record, folder)
     if status in FINISHED:
         return "finished", record
     if status in (metrics_file.RUNNING, metrics_file.TRAINED):
         return "running", record
-    return ("unfinished" if checkpoints else "restart"), record
+    return ("unfinished" if checkpoints_found else "restart"), record
 
 
 def refusal(folder: str | Path, kind: str, record: dict[str, Any], resume: bool) -> str | None:
@@ -115,7 +133,7 @@ def refusal(folder: str | Path, kind: str, record: dict[str, Any], resume: bool)
     if kind == "orphaned" and not resume:
         return (
             f"{folder} holds checkpoints of these settings but no record (metrics.json), so a fresh start would mix "
-            "with them: add resume=true to continue from checkpoints/last.ckpt (with a new record), or delete the "
+            "with them: add resume=true to continue from its last checkpoint (with a new record), or delete the "
             "folder to start again"
         )
     return None

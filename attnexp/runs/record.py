@@ -50,7 +50,10 @@ class RunRecord:
         named = {"mixer": choices.get("model"), **{g: choices.get(g) for g in ("data", "net", "task")}}
         fields = {"schema": identity.SCHEMA, **named, "seed": config.get("seed"), **what, "command": command}
         fields |= {"overrides": overrides, "started": now(), "resumed": [], "choices": choices, "config": config}
-        orphaned = not found and bool(cfg.get("resume")) and any((folder / "checkpoints").glob("*.ckpt"))
+        where = folders.checkpoint_dir(cfg, folder)  # the checkpoint callback's folder: the run's own, or elsewhere
+        inside = where.is_relative_to(folder.absolute())
+        fields["checkpoints"] = str(where.relative_to(folder.absolute()) if inside else where)
+        orphaned = not found and bool(cfg.get("resume")) and any(where.glob("*.ckpt"))
         if orphaned:  # checkpoints whose record is gone: continued under a new record that says so
             fields["resumed"] = [resume]
         return cls(folder, {**fields, "leaves_out": list(NOT_METHOD), **process}, resumed=orphaned)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 import pytorch_lightning as pl
@@ -186,3 +187,26 @@ cp -r mnt/out copy
     assert damaged and not list(run.rglob("*.tmp")), (damaged, sorted(p.name for p in run.rglob("*")))
     resumed = run_cli(tmp_path, *args, "callbacks.progress_bar.refresh_rate=0", "paths.log_dir=copy", "resume=true")
     assert "Resuming from" in resumed.stderr and read_metrics(run)["status"] == "ok", resumed.stderr[-2000:]
+
+
+def test_resume_continues_from_a_checkpoint_folder_of_ones_own(tmp_path):
+    """``callbacks.checkpoint.dirpath`` elsewhere (it cannot change a number, so it is the same run): killed after its
+    first epoch, resume=true continues from the last checkpoint there, with the uninterrupted run's numbers."""
+    elsewhere = tmp_path / "elsewhere"
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole.mkdir(), broken.mkdir()
+    run_cli(whole, *SLOW)
+    proc = start(broken, *SLOW, f"callbacks.checkpoint.dirpath={elsewhere}")
+    deadline = time.time() + 300
+    while not (elsewhere / "last.ckpt").exists() and time.time() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (run,) = run_dirs(broken / "outputs")
+    assert not (run / "checkpoints").exists() and read_metrics(run)["checkpoints"] == str(elsewhere)
+    resumed = run_cli(broken, *SLOW, f"callbacks.checkpoint.dirpath={elsewhere}", "resume=true")
+    record = read_metrics(run)
+    assert record["resumed"][-1]["from"] == str(elsewhere / "last.ckpt"), resumed.stderr[-2000:]
+    expected = read_metrics(run_dirs(whole / "outputs")[0])
+    assert {k: record[k] for k in FINAL} == {k: expected[k] for k in FINAL}
