@@ -60,6 +60,29 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
     return jobs
 
 
+def sweep_overrides(args: Sequence[str], jobs: list[DictConfig]) -> list[str]:
+    """For a sweep, Hydra overrides that every job's process reads as it composes its own config: the sweep's folder,
+    resolved once here (its ``${now:...}`` would read another time in each of joblib's processes), the keys every
+    job shares, left out of the job links' names (``model=euclid/seed=1``), and submitit's folder without the ``%j``
+    that would leave an empty folder of that name in every sweep; none for a single run."""
+    if not jobs or not is_sweep(args, jobs[0]):
+        return []
+    parsed = typos.check_syntax(args)
+    given = {o.key_or_group for o in parsed}
+    shared = [o.key_or_group for o in parsed if not o.is_sweep_override()]
+    naming = "hydra.job.config.override_dirname.exclude_keys"
+    exclude = list(dict.fromkeys([*OmegaConf.select(jobs[0], naming), *shared]))
+    found = {
+        "hydra.sweep.dir": str(jobs[0].hydra.sweep.dir),
+        naming: f"[{','.join(repr(k) for k in exclude)}]",
+    }
+    submitit = "hydra.launcher.submitit_folder"
+    if str(jobs[0].hydra.launcher.get("submitit_folder", "")).endswith("/%j"):
+        found[submitit] = f"{found['hydra.sweep.dir']}/.submitit"
+    quoted = ("hydra.sweep.dir", submitit)
+    return [typos.quote_path(f"{key}={value}", quoted) for key, value in found.items() if key not in given]
+
+
 def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") -> list[DictConfig]:
     """The config of every job of the command line, composed once each; none where Hydra alone reads it."""
     from hydra import initialize_config_dir

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
 from attnexp.comparison.files import write_all
 from attnexp.comparison.naming import find_runs
@@ -32,23 +31,6 @@ class SweepCallback(Callback):
         # started (a script's background job, `attnexp ... &`), as a single run's fit handles SIGINT itself
         for stop in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop, signal.default_int_handler)
-        # Jobs re-resolve Hydra's settings in other processes too (joblib): the folder chosen here and the keys to
-        # leave out of their names (the overrides every job shares) go to them as overrides
-        folder = str(config.hydra.sweep.dir)
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        fixed = [o.key_or_group for o in parsed if not o.is_sweep_override()]
-        exclude = list(dict.fromkeys([*config.hydra.job.config.override_dirname.exclude_keys, *fixed]))
-        launcher = OmegaConf.to_container(config.hydra.launcher, resolve=False)
-        submitit = str(launcher.get("submitit_folder", "")) if isinstance(launcher, dict) else ""
-        with open_dict(config):
-            if submitit.endswith("/%j"):  # submitit would also make a folder named %j, empty, in every sweep
-                config.hydra.launcher.submitit_folder = submitit.removesuffix("/%j")
-            config.hydra.sweep.dir = folder
-            config.hydra.job.config.override_dirname.exclude_keys = exclude
-            config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{folder}'")
-            config.hydra.overrides.hydra.append(
-                "hydra.job.config.override_dirname.exclude_keys=[" + ",".join(f"'{k}'" for k in exclude) + "]"
-            )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

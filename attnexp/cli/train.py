@@ -173,7 +173,7 @@ def cli() -> None:
         args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
             with console.quiet(logging.ERROR, "attnexp"):
-                preflight.check(args, CONFIG_DIR)
+                args += preflight.sweep_overrides(args, preflight.check(args, CONFIG_DIR))
     except AttnexpError as err:
         print(f"Bad input: {err}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
