@@ -87,6 +87,25 @@ CASES = {
         ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"],
         2,
     ),
+    "a Trainer argument it does not take": (
+        ["+trainer.foo=1"],
+        ["trainer.foo is not an option of Trainer", "its options are", "max_epochs"],
+        2,
+    ),
+    "a precision Lightning does not have": (
+        ["trainer.precision=33"],
+        [
+            "trainer.precision=33 is not allowed: Lightning's Trainer refuses it",
+            "Precision 33 is invalid",
+            "bf16-mixed",
+        ],
+        2,
+    ),
+    "a negative batch limit": (
+        ["trainer.limit_train_batches=-1"],
+        ["trainer.limit_train_batches=-1 is not allowed", "it has to be in [0.0, 1.0] or an int"],
+        2,
+    ),
     "split too large for the task": (
         [
             "data=seqops",
@@ -117,6 +136,7 @@ def test_bad_input_is_explained(cli, case):
         assert word in output, (word, output[-2000:])
     assert "Traceback" not in output and "To append to your config" not in output and "model='dot,'" not in output
     assert "Run folder" not in output and "Resuming" not in output  # nothing said of a folder before a refusal
+    assert "GPU available" not in output  # Lightning's lines of a Trainer built to check its arguments
     assert not [p for p in (root / "outputs").rglob("*") if p.name != "outputs"]  # no folder made, nothing in one
 
 
