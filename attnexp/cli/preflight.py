@@ -21,12 +21,12 @@ from attnexp import build
 from attnexp.cli import console, targets, typos
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
-from attnexp.rules import RULES, Rule, check_value
+from attnexp.rules import RULES, SEED, Rule, check_value
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
 CONSTRUCTED = ("net", "data", "module", "task")  # our classes: their rules are applied before torch is imported
 RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
-    "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
+    "seed": SEED,
     "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for the default", "1"),
     "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: none, with max_steps)", "5"),
     "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),

@@ -106,6 +106,12 @@ CASES = {
         ["trainer.limit_train_batches=-1 is not allowed", "it has to be in [0.0, 1.0] or an int"],
         2,
     ),
+    "a negative split seed": (
+        ["data.split_seed=-3"],
+        ["data.split_seed=-3 is not allowed", "an integer from 0 to 4294967295"],
+        2,
+    ),
+    "a seed numpy does not take": (["seed=4294967296"], ["seed=4294967296 is not allowed", "from 0 to 4294967295"], 2),
     "split too large for the task": (
         [
             "data=seqops",
