@@ -4,6 +4,7 @@ model before training from it; checkpoint files named by epoch counted from 1.""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def read_checkpoint(path: str | Path, what: str = "") -> dict[str, Any]:
     for one cut short or that is no Lightning checkpoint."""
     path = Path(path)
     what = what or f"The checkpoint {path}"
-    if not path.is_file():
+    if not os.path.isfile(path):  # False, not an OSError, for a name longer than the file system takes
         raise AttnexpError(
             f"{what} does not exist. Give the path of a .ckpt file, e.g. "
             "outputs/runs/<date>/<run>/checkpoints/last.ckpt, or use resume=true to continue the previous run."

@@ -14,6 +14,7 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
+from attnexp.errors import shortened
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         files.write_all(result, out)
     except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
-        print(f"attnexp-compare: {err}", file=sys.stderr)
+        print(f"attnexp-compare: {shortened(str(err))}", file=sys.stderr)
         return 2
     print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
