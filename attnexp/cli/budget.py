@@ -5,12 +5,12 @@ is written (docs/configuration.md)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 ENV = "ATTNEXP_BUDGET"
 
 
-def with_budget(args: Sequence[str]) -> list[str]:
+def with_budget(args: Iterable[str]) -> list[str]:
     """``args`` with ``+budget=NAME`` added when :data:`ENV` names one and the command names none."""
     args, name = list(args), os.environ.get(ENV, "").strip()
     if not name or any(a.lstrip("+~").startswith("budget=") for a in args):

@@ -242,7 +242,7 @@ def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
     for given in cfg.hydra.overrides.task:
         parent, _, key = typos.keyed(given).rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None) if parent else None
-        if key == leaf and typos.options_of(node) is not None:
+        if key == leaf and isinstance(node, DictConfig) and typos.options_of(node) is not None:
             return typos.not_an_option(given, parent, node)
     return None
 

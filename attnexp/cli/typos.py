@@ -206,8 +206,7 @@ def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence
     hint = hint or "".join(f" Did you mean {k}?" for k in elsewhere[:1])
     shown = options if len(options) <= LISTED else [*close, *(o for o in options if o not in close)][:LISTED]
     more = "" if len(options) <= LISTED else f" and {len(options) - LISTED} more (--cfg job shows the config)"
-    listed = ", ".join(shown) + more
-    return f"{key} is not an option of {name} ({where}); its options are {listed}.{hint} {NOTHING}"
+    return f"{key} is not an option of {name} ({where}); its options are {', '.join(shown)}{more}.{hint} {NOTHING}"
 
 
 def group_options(group: str) -> list[str]:
