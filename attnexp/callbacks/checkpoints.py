@@ -87,7 +87,11 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
         check_checkpoint(path, model, what)
         return str(path)
     except DamagedCheckpoint as err:
-        fix = ": run the same command without resume=true to start anew" if resumed else ""
+        fix = (
+            f": to start again, delete the run's folder {path.parent.parent} and run the same command"
+            if resumed
+            else ""
+        )
         intact = intact_instead(err, path, resumed, fix)
         log.warning(
             f"{err} Continuing from {intact.name} instead, the newest intact checkpoint of the run: the epochs after "
