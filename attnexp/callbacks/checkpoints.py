@@ -104,7 +104,18 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
 def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
     """Raise :class:`AttnexpError` if ``path`` (``what``: how the user named it) is missing, unreadable, or made for
     another model."""
-    state, expected = read_checkpoint(path, what)["state_dict"], model.state_dict()
+    check_fits(read_checkpoint(path, what)["state_dict"], model, what)
+
+
+def check_fits(
+    state: dict[str, Tensor],
+    model: nn.Module,
+    what: str,
+    fix: str = "Use the same model, net and data settings as the run that wrote it (its metrics.json lists them)",
+) -> None:
+    """Raise :class:`AttnexpError` naming the keys that differ if the weights ``state`` (``what``: whose) were made
+    for another model than ``model``; ``fix``: what to do then."""
+    expected = model.state_dict()
     shapes = [
         f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
         for k, v in expected.items()
@@ -116,11 +127,7 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
         f"{k}: {', '.join(items[:4])}{' ...' * (len(items) > 4)}" for k, items in found.items() if items
     )
     if details:
-        raise AttnexpError(
-            f"{what} was written by a different "
-            f"mixer or network ({details}). Use the same model, net and "
-            "data settings as the run that wrote it (its metrics.json lists them)."
-        )
+        raise AttnexpError(f"{what} was written by a different mixer or network ({details}). {fix}.")
 
 
 class BestCheckpoint(ModelCheckpoint):
