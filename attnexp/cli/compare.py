@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         margin = margins.given(args.margin)
-        missing = [f for f in args.folders if not Path(f).is_dir()]
+        missing = [f for f in args.folders if not os.path.isdir(f)]  # False for a name too long to look up
         if missing:
             raise ValueError(f"no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).")
         runs = find_runs(args.folders, args.ignore)

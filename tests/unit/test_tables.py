@@ -114,3 +114,12 @@ def test_a_record_of_a_newer_schema_is_said_to_be_a_newer_attnexps(tmp_path, cap
     err = capsys.readouterr().err
     assert "is a record of schema 99, not 2 (written by a newer attnexp)" in err and "upgrade attnexp" in err
     assert "earlier" not in err and not (tmp_path / "cmp").exists()
+
+
+def test_a_folder_name_too_long_to_look_up_is_no_such_folder(tmp_path, capsys):
+    """Python 3.11's pathlib raised OSError (File name too long) where the folder is simply not there."""
+    from attnexp.runs import metrics_file
+
+    long = str(tmp_path / ("x" * 300))
+    assert metrics_file.read(long) == {}
+    assert main([long]) == 2 and f"no such folder: {long[:40]}" in capsys.readouterr().err
