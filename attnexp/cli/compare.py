@@ -29,7 +29,7 @@ EXAMPLES = """examples:
 
 exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, nothing comparable
 (records that are damaged or of an earlier attnexp are named and left out), a bad --baseline, or an --out folder
-holding other files."""
+holding other files (or a file)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
