@@ -12,6 +12,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.build import network as build_net
+from attnexp.cli.preflight import jobs_of
 from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import quote_path
@@ -144,6 +145,11 @@ def main(cfg: DictConfig) -> Any:
 def cli() -> None:
     """Console script ``attnexp-predict``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     sys.argv[1:] = [quote_path(a, ("run",)) for a in sys.argv[1:]]
+    try:
+        jobs_of(sys.argv[1:], CONFIG_DIR, "predict")  # what Hydra cannot read or compose: one paragraph
+    except AttnexpError as err:
+        print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input"]) from None
     try:
         main()
     except KeyboardInterrupt:

@@ -80,6 +80,24 @@ def test_predict_refuses_a_record_of_a_newer_schema_and_weights_its_network_does
     assert "size mismatch" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "given,told",
+    [
+        ("foo=1", "foo=1 sets foo, which is not a key of the composed config"),
+        (f"+{'k' * 300}=1", "names a key of 300 characters"),
+        ("top_k=abc", "top_k=abc is not allowed"),
+        (f"top_k={'9' * 5000}", "value has 5000 digits"),
+    ],
+    ids=["unknown key", "key of 300 characters", "not a number", "5,000 digits"],
+)
+def test_predict_explains_a_command_line_it_cannot_read(tmp_path, given, told):
+    """Hydra's own error (exit status 1) or a traceback answered these before."""
+    proc = run_script(tmp_path, "attnexp-predict", f"run={tmp_path}", given, timeout=300)
+    assert proc.returncode == 2 and told in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.startswith("attnexp-predict: ") and len(proc.stderr.strip().splitlines()) == 1
+    assert max(map(len, proc.stderr.split())) < 250
+
+
 def test_best_is_the_checkpoint_the_record_names_never_the_newest_file(tmp_path):
     """With save_top_k=3 the newest checkpoint is not the best: the record says which one the test loaded."""
     folder = tmp_path / "checkpoints"
