@@ -8,6 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 # Exit statuses of the ``attnexp`` command.
 EXIT_CODES = {"bad_input": 2, "failed": 1, "invalid": 1, "diverged": 3, "interrupted": 130}
+LONGEST = 240  # characters of one word of a message shown whole; a longer one shows its first 60 and last 30
 
 
 class AttnexpError(Exception):
@@ -52,12 +53,18 @@ def is_bad_input(err: BaseException) -> bool:
 
 
 def explain(err: BaseException) -> str:
-    """One paragraph for the user: the innermost message, with its kind when it is not ours."""
+    """One paragraph for the user: the innermost message, with its kind when it is not ours, long words shortened."""
     cause = root_cause(err)
-    text = " ".join(str(cause).split()) or type(cause).__name__
+    text = shortened(" ".join(str(cause).split()) or type(cause).__name__)
     if isinstance(cause, AttnexpError):
         return text
     return f"{type(cause).__name__}: {text}"
+
+
+def shortened(text: str) -> str:
+    """``text`` with each word longer than :data:`LONGEST` (a 5,000-character value echoed back) cut to its start and
+    end around an ellipsis: a message stays a paragraph. Paths are shorter, and stay whole."""
+    return re.sub(rf"\S{{{LONGEST + 1},}}", lambda m: f"{m[0][:60]}...{m[0][-30:]}", text)
 
 
 def is_out_of_memory(cause: BaseException) -> bool:

@@ -27,6 +27,19 @@ NOT_CHOSEN = ("hydra", "logger", "callbacks", "paths", "trainer", "experiment", 
 PACKAGE = Path(__file__).resolve().parent  # attnexp/
 
 
+def other_schema(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """What a record of another schema than :data:`SCHEMA` is, and what to do to use it: ``(what, fix)``; None for a
+    record of ours. A higher schema is a newer attnexp's, which this one cannot read."""
+    found = record.get("schema")
+    if found == SCHEMA and isinstance(record.get("config"), dict):
+        return None
+    shown = f"a record of schema {'none' if found is None else found}, not {SCHEMA}"
+    if isinstance(found, int) and found > SCHEMA:
+        return f"{shown} (written by a newer attnexp): this attnexp cannot tell what it says", "upgrade attnexp"
+    what = "it does not say all of the settings, code and data that ran"
+    return f"{shown} (written by an earlier attnexp): {what}", "run it again with this attnexp"
+
+
 def digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:DIGITS]

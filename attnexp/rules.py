@@ -26,6 +26,10 @@ def _positive_int(allowed: str = "a positive integer") -> Rule:
     return Rule(int, lambda v: v > 0, allowed, "1")
 
 
+# the run's seed and a data split's: what every generator they seed takes (numpy's at most 2**32 - 1)
+SEED = Rule(int, lambda v: 0 <= v < 2**32, "an integer from 0 to 4294967295 (2**32 - 1)", "0")
+
+
 def _probability(allowed: str = "a probability in [0, 1)") -> Rule:
     return Rule(float, lambda v: 0 <= v < 1, allowed, "0.1")
 
@@ -79,6 +83,7 @@ RULES: dict[str, Rule] = {
     "windows": _positive_int(
         "a positive integer (training windows per epoch at random starts), or null for strided windows"
     ),
+    "split_seed": SEED,
     "crop_padding": Rule(
         int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"
     ),

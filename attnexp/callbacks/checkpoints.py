@@ -4,6 +4,7 @@ model before training from it; checkpoint files named by epoch counted from 1.""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ def read_checkpoint(path: str | Path, what: str = "") -> dict[str, Any]:
     for one cut short or that is no Lightning checkpoint."""
     path = Path(path)
     what = what or f"The checkpoint {path}"
-    if not path.is_file():
+    if not os.path.isfile(path):  # False, not an OSError, for a name longer than the file system takes
         raise AttnexpError(
             f"{what} does not exist. Give the path of a .ckpt file, e.g. "
             "outputs/runs/<date>/<run>/checkpoints/last.ckpt, or use resume=true to continue the previous run."
@@ -86,7 +87,11 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
         check_checkpoint(path, model, what)
         return str(path)
     except DamagedCheckpoint as err:
-        fix = ": run the same command without resume=true to start anew" if resumed else ""
+        fix = (
+            f": to start again, delete the run's folder {path.parent.parent} and run the same command"
+            if resumed
+            else ""
+        )
         intact = intact_instead(err, path, resumed, fix)
         log.warning(
             f"{err} Continuing from {intact.name} instead, the newest intact checkpoint of the run: the epochs after "
@@ -99,7 +104,18 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
 def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
     """Raise :class:`AttnexpError` if ``path`` (``what``: how the user named it) is missing, unreadable, or made for
     another model."""
-    state, expected = read_checkpoint(path, what)["state_dict"], model.state_dict()
+    check_fits(read_checkpoint(path, what)["state_dict"], model, what)
+
+
+def check_fits(
+    state: dict[str, Tensor],
+    model: nn.Module,
+    what: str,
+    fix: str = "Use the same model, net and data settings as the run that wrote it (its metrics.json lists them)",
+) -> None:
+    """Raise :class:`AttnexpError` naming the keys that differ if the weights ``state`` (``what``: whose) were made
+    for another model than ``model``; ``fix``: what to do then."""
+    expected = model.state_dict()
     shapes = [
         f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}"
         for k, v in expected.items()
@@ -111,11 +127,7 @@ def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
         f"{k}: {', '.join(items[:4])}{' ...' * (len(items) > 4)}" for k, items in found.items() if items
     )
     if details:
-        raise AttnexpError(
-            f"{what} was written by a different "
-            f"mixer or network ({details}). Use the same model, net and "
-            "data settings as the run that wrote it (its metrics.json lists them)."
-        )
+        raise AttnexpError(f"{what} was written by a different mixer or network ({details}). {fix}.")
 
 
 class BestCheckpoint(ModelCheckpoint):

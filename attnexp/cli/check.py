@@ -71,7 +71,7 @@ def cli() -> None:
         sys.argv[1:] = with_budget(FLAGS.get(a, a) for a in sys.argv[1:])
         preflight.check(sys.argv[1:], CONFIG_DIR, "check", folders=False)
     except AttnexpError as err:
-        print(f"attnexp-check: {err}", file=sys.stderr)
+        print(f"attnexp-check: {explain(err)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
     try:
         main()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
+from attnexp.errors import shortened
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
@@ -27,7 +29,7 @@ EXAMPLES = """examples:
 
 exit status: 0 when every run compared finished, 1 when some did not, 2 for a missing folder, nothing comparable
 (records that are damaged or of an earlier attnexp are named and left out), a bad --baseline, or an --out folder
-holding other files."""
+holding other files (or a file)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
         margin = margins.given(args.margin)
-        missing = [f for f in args.folders if not Path(f).is_dir()]
+        missing = [f for f in args.folders if not os.path.isdir(f)]  # False for a name too long to look up
         if missing:
             raise ValueError(f"no such folder: {', '.join(missing)}. Give run or sweep folders (under outputs/).")
         runs = find_runs(args.folders, args.ignore)
@@ -60,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         files.write_all(result, out)
     except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
-        print(f"attnexp-compare: {err}", file=sys.stderr)
+        print(f"attnexp-compare: {shortened(str(err))}", file=sys.stderr)
         return 2
     print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows

@@ -12,10 +12,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.build import network as build_net
+from attnexp.cli.preflight import jobs_of
 from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
+from attnexp.identity import other_schema
 from attnexp.prediction import predict_next, predict_sequence
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import checkpoints_of
@@ -24,13 +26,20 @@ if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help an
     from torch import nn
 
 
+MISMATCH = (  # a checkpoint that does not fit the network the run's record describes
+    "The network built from the run's metrics.json does not take these weights: give a checkpoint this run wrote "
+    "(checkpoint=best or last), or the folder of the run that wrote this one; a mixer of your own must have the "
+    "parameters it had when the run trained"
+)
+
+
 def find_checkpoint(run: Path, checkpoint: str, record: dict[str, Any]) -> Path:
     """``best`` (the checkpoint the run's record names as its best by the task's metric, the one its test loaded; else
     ``last``), ``last``, or a path to a ``.ckpt`` file. A mid-epoch ``interrupted.ckpt`` is used only when named."""
     folder = checkpoints_of(run, record)  # the run's checkpoint callback's folder
     named = {"best": record.get("best_checkpoint") or "last.ckpt", "last": "last.ckpt"}.get(checkpoint)
     path = folder / Path(named).name if named else Path(checkpoint)
-    if not path.is_file():
+    if not os.path.isfile(path):  # False, not an OSError, for a name too long for the file system
         interrupted = folder / "interrupted.ckpt"
         raise AttnexpError(
             f"No checkpoint {checkpoint!r} for run={run}: {path} does not exist. Pass the folder of a training run "
@@ -47,12 +56,21 @@ def find_checkpoint(run: Path, checkpoint: str, record: dict[str, Any]) -> Path:
 def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, Any]]:
     """The trained network (eval mode, CPU) of a run folder, built from its record's config, and its data's state
     from the checkpoint (a vocabulary, or for an encoder-decoder the vocabularies, shapes and image normalisation)."""
+    import torch
+
+    from attnexp.callbacks.checkpoints import check_fits
+
     folder = Path(run).expanduser()
     record = metrics_file.read(folder)
     if not isinstance(record.get("config"), dict):
         raise AttnexpError(
             f"run={run} is not a run folder of this attnexp: {metrics_file.path(folder)} is missing or holds no "
             "config. Pass the folder a training run wrote, e.g. run=outputs/runs/dot_corpus_3f2a9c01/seed=0."
+        )
+    other = other_schema(record)
+    if other:
+        raise AttnexpError(
+            f"run={run} cannot be read: {metrics_file.path(folder)} is {other[0]}. To predict from it, {other[1]}."
         )
     state = read_intact(find_checkpoint(folder, checkpoint, record), fall_back=checkpoint == "best")
     data_state = next((v for v in state.values() if isinstance(v, dict) and ("vocab" in v or "tgt_vocab" in v)), None)
@@ -64,7 +82,9 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
     spec = data_state.get("spec") or {"vocab_size": len(data_state["vocab"]), "context": data_state["context"]}
     add_import_folders([], record.get("cwd"))  # a mixer of the user's: importable from where the run started, as then
     net = build_net(OmegaConf.create(record["config"]).net, spec)
-    net.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
+    weights = {k: v for k, v in state["state_dict"].items() if k.startswith("net.")}
+    check_fits(weights, torch.nn.ModuleDict({"net": net}), f"checkpoint={checkpoint} of run={run}", MISMATCH)
+    net.load_state_dict({k.removeprefix("net."): v for k, v in weights.items()})
     return net.eval(), data_state
 
 
@@ -126,6 +146,11 @@ def main(cfg: DictConfig) -> Any:
 def cli() -> None:
     """Console script ``attnexp-predict``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
     sys.argv[1:] = [quote_path(a, ("run",)) for a in sys.argv[1:]]
+    try:
+        jobs_of(sys.argv[1:], CONFIG_DIR, "predict")  # what Hydra cannot read or compose: one paragraph
+    except AttnexpError as err:
+        print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
+        raise SystemExit(EXIT_CODES["bad_input"]) from None
     try:
         main()
     except KeyboardInterrupt:

@@ -1,12 +1,14 @@
 """The pre-flight stage: everything on a command line that can be wrong is found before any folder exists and said in
 one paragraph (exit status 2): each job composed once (types: :mod:`attnexp.cli.schema`; what Hydra cannot compose:
 :mod:`attnexp.cli.typos`), values no constructor owns checked, classes loaded, objects built as the run will build them
-(:func:`attnexp.build.check`), and each job's folder found from its identity. A bug in the user's own code is no bad
+(:func:`attnexp.build.check`), the Trainer built as Lightning checks its arguments (:func:`check_trainer`), and each
+job's folder found from its identity. A bug in the user's own code is no bad
 input: the run meets it and records it."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import re
 import shutil
@@ -16,15 +18,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import build
-from attnexp.cli import targets, typos
+from attnexp.cli import console, targets, typos
 from attnexp.cli.typos import NOTHING
-from attnexp.errors import AttnexpError
-from attnexp.rules import RULES, Rule, check_value
+from attnexp.errors import AttnexpError, root_cause
+from attnexp.rules import RULES, SEED, Rule, check_value
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
 CONSTRUCTED = ("net", "data", "module", "task")  # our classes: their rules are applied before torch is imported
 RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
-    "seed": Rule(int, lambda v: v >= 0, "a non-negative integer", "0"),
+    "seed": SEED,
     "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for the default", "1"),
     "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: none, with max_steps)", "5"),
     "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
@@ -55,6 +57,8 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
     for cfg in {str(OmegaConf.masked_copy(c, ["model", "net", "data", "task", "module"])): c for c in jobs}.values():
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
         check_build(cfg)
+    for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
+        check_trainer(cfg)
     if folders:
         check_folders(jobs)
     return jobs
@@ -230,6 +234,48 @@ def check_build(cfg: DictConfig) -> None:
         from attnexp.callbacks.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
+
+
+def check_trainer(cfg: DictConfig) -> None:
+    """Build the Trainer the config names with Lightning's own checks of its arguments, as the run will but quietly and
+    writing nothing: no logger or callbacks, a throwaway root folder, torch's global switches (``deterministic``,
+    ``benchmark``) left for the run's Trainer to set."""
+    import tempfile
+    import warnings
+
+    from hydra.utils import instantiate
+
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        warnings.catch_warnings(),
+        console.quiet(logging.ERROR, *console.LIBRARIES),
+    ):
+        warnings.simplefilter("ignore")
+        try:
+            instantiate(
+                cfg.trainer, logger=False, callbacks=[], default_root_dir=scratch, deterministic=None, benchmark=None
+            )
+        except Exception as err:
+            cause = root_cause(err)  # +trainer.foo=1: an argument the Trainer does not take, named with its options
+            told = misspelt_option(cfg, cause) if isinstance(cause, TypeError) else None
+            raise AttnexpError(told or trainer_refused(cfg, cause)) from None
+
+
+def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
+    """The paragraph for a Trainer argument Lightning refuses: the overrides that set it, and Lightning's reason."""
+    text = " ".join(str(err).split()).rstrip(".")
+    given = [o for o in cfg.hydra.overrides.task if typos.keyed(o).split(".")[0] == "trainer"]
+    named = [o for o in given if typos.keyed(o).rpartition(".")[2].lower() in text.lower()] or given
+    what = (
+        f"{' '.join(named)} {'is' if len(named) == 1 else 'are'} not allowed"
+        if named
+        else "The trainer's settings do not work"
+    )
+    return (
+        f"{what}: Lightning's Trainer refuses {'it' if len(named) == 1 else 'them'} ({type(err).__name__}: {text}). "
+        f"The trainer.* keys are the arguments of {cfg.trainer.get('_target_')}: fix the value (attnexp --cfg job "
+        f"shows the ones the config sets). {NOTHING}"
+    )
 
 
 def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:

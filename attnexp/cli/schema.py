@@ -37,9 +37,9 @@ class TrainerSchema:
 
 def register() -> None:
     """Put the schemas in Hydra's ConfigStore: ``train.yaml`` names ``train_schema`` first in its defaults,
-    ``check.yaml`` adds ``check_schema``. The top level stays open (typed values, not a dataclass), so a command's
-    config can add keys of its own."""
-    from omegaconf import BooleanNode, IntegerNode, OmegaConf, StringNode
+    ``check.yaml`` adds ``check_schema``, ``predict.yaml`` names ``predict_schema``. The top level stays open (typed
+    values, not a dataclass), so a command's config can add keys of its own."""
+    from omegaconf import BooleanNode, FloatNode, IntegerNode, OmegaConf, StringNode
 
     store = ConfigStore.instance()
     top = {
@@ -52,3 +52,6 @@ def register() -> None:
     }
     store.store(name="train_schema", node=OmegaConf.create(top))
     store.store(name="check_schema", node=OmegaConf.create({"speed": BooleanNode(True)}))
+    numbers = {"top_k": IntegerNode(5), "tokens": IntegerNode(10), "sample": BooleanNode(False), "seed": IntegerNode(0)}
+    numbers |= {"temperature": FloatNode(1.0), "beam": IntegerNode(4)}
+    store.store(name="predict_schema", node=OmegaConf.create(numbers))

@@ -19,7 +19,7 @@ from attnexp.build import network as build_net
 from attnexp.cli import console, failures, preflight, report, schema, search_path
 from attnexp.cli.budget import with_budget
 from attnexp.cli.typos import NOTHING, quote_path
-from attnexp.errors import EXIT_CODES, AttnexpError
+from attnexp.errors import EXIT_CODES, AttnexpError, explain
 from attnexp.hardware import cores, sweep_jobs, threads_per_job
 from attnexp.runs import folders, lock, metrics_file
 from attnexp.runs.record import RunRecord
@@ -175,7 +175,7 @@ def cli() -> None:
             with console.quiet(logging.ERROR, "attnexp"):
                 args += preflight.sweep_overrides(args, preflight.check(args, CONFIG_DIR))
     except AttnexpError as err:
-        print(f"Bad input: {err}", file=sys.stderr)
+        print(f"Bad input: {explain(err)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
     sys.argv[1:] = args
     try:

@@ -5,6 +5,7 @@ nearest ones, by difflib), a value of the wrong type (:mod:`attnexp.cli.schema`)
 from __future__ import annotations
 
 import difflib
+import errno
 import inspect
 import re
 from collections.abc import Iterator, Sequence
@@ -78,6 +79,10 @@ def check_syntax(args: Sequence[str]) -> list[Any]:
     for arg in overrides_and_words(args)[0]:
         try:
             parsed += parser.parse_overrides([arg])
+        except ValueError as err:  # a number of more digits than Python converts (sys.get_int_max_str_digits)
+            raise AttnexpError(
+                f"The override {arg!r} cannot be read: {err}. Give the number in fewer digits. " + NOTHING
+            ) from None
         except OverrideParseException as err:
             key, _, value = arg.partition("=")
             raise AttnexpError(
@@ -122,14 +127,22 @@ def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
 
     if isinstance(err, MissingConfigException):
         return missing_option(err, job)
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        return too_long(err, job)
     cause, text = err.__cause__, " ".join(str(err).split())
     named = str(getattr(cause, "full_key", "") or "") or next(iter(re.findall(r"'([\w.]+)'", text)), "")
-    given = next((o for o in job if keyed(o) == named or keyed(o).startswith(f"{named}.")), f"{named}=...")
+    found = [o for o in job if keyed(o) == named or keyed(o).startswith(f"{named}.")]
+    given = next((o for o in reversed(found) if o.lstrip("+~") in text), found[-1] if found else f"{named}=...")
     key = keyed(given)
+    repeats = [o for o in job if keyed(o) == key]
+    times = "twice" if len(repeats) == 2 else f"{len(repeats)} times"
+    twice = f" {key} is given {times} ({', '.join(repeats)}): give it once." if len(repeats) > 1 else ""
     if isinstance(cause, ValidationError):
         message = str(cause).splitlines()[0]
-        return f"{given} is not allowed: {message}. See attnexp --cfg job for the key's present value. {NOTHING}"
+        return f"{given} is not allowed: {message}.{twice} See attnexp --cfg job for the key's present value. {NOTHING}"
     if "already" in text and given.startswith("+"):
+        if twice:
+            return f"{given} adds {key} a second time.{twice} {NOTHING}"
         return f"{given} adds the key {key}, which the config already has: set it without '+' ({given[1:]}). {NOTHING}"
     try:  # the config without the keys the command line sets: its keys are what it could have meant
         kept = [o for o in job if "." not in keyed(o) and "=" in o and keyed(o) != key]
@@ -152,6 +165,26 @@ def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
     hint = hint or f"The keys of {parent or 'the top level'} are: {listed}."
     verb = "deletes" if given.startswith("~") else "sets"
     return f"{given} {verb} {key}, which is not a key of the composed config. {hint} Every key: --cfg job. {NOTHING}"
+
+
+def too_long(err: OSError, job: Sequence[str]) -> str:
+    """A key or option longer than a file name may be: Hydra asks the file system whether a key names a config group
+    (a folder) and an option a file (``<option>.yaml``)."""
+    name = Path(str(err.filename)).name
+    option = next((o for o in job if f"{o.partition('=')[2]}.yaml" == name), None)
+    if option is not None:
+        group = keyed(option)
+        return (
+            f"{option} names an option of {len(name) - 5} characters, longer than a file name may be here (an option "
+            f"of the group {group} is a file, {group}/<option>.yaml): its options are "
+            f"{', '.join(group_options(group)) or 'none'}. {NOTHING}"
+        )
+    given = next((o for o in job if keyed(o) == name), name)
+    return (
+        f"{given} names a key of {len(keyed(given))} characters, longer than a file name may be here: Hydra looks "
+        "for a config group of that name (a folder) before it sets a key, and no key of the config is that long. "
+        f"Give a key of the config (--cfg job lists every key), e.g. trainer.max_epochs=3. {NOTHING}"
+    )
 
 
 def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence[str] = ()) -> str:

@@ -4,6 +4,7 @@ that a comparison wrote (they are listed in the folder's ``.attnexp-summary``)."
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 from attnexp.comparison import suite
@@ -35,7 +36,14 @@ class OverwriteError(Exception):
 
 def ours_or_empty(out: Path) -> None:
     """Refuse an output folder that holds files but no comparison's (``attnexp-compare --out``): its files are the
-    user's, and a summary among them would be lost or mistaken for theirs."""
+    user's, and a summary among them would be lost or mistaken for theirs; or a path through a file, which holds no
+    folder."""
+    file = next((p for p in (out, *out.parents) if os.path.exists(p) and not os.path.isdir(p)), None)
+    if file is not None:
+        raise OverwriteError(
+            f"--out {out} {'is' if file == out else f'lies under {file}, which is'} a file, not a folder (a summary is "
+            "several files); nothing was written. Give a new or empty folder, or the folder of an earlier comparison."
+        )
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise OverwriteError(
             f"--out {out} holds files that no comparison wrote; nothing was written. Give a new or empty folder, "

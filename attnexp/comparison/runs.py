@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnexp.identity import SCHEMA
+from attnexp.identity import other_schema
 from attnexp.runs import metrics_file
 
 ABSENT = "absent"  # a setting's value in a configuration whose config has no such key: not part of its name
@@ -89,17 +89,13 @@ def read_run(file: Path) -> Run:
     if not isinstance(record, dict):
         return Run(file.parent, {"status": DAMAGED}, problem=f"{file} is damaged: it holds no record")
     status = metrics_file.current_status(record, file.parent)
-    other = record.get("schema") != SCHEMA or not isinstance(record.get("config"), dict)
+    other = other_schema(record)
     if other and metrics_file.comparable(status):  # one left out for its status anyway says that instead
-        schema = record.get("schema", "none")
+        what, fix = other
         return Run(
             file.parent,
             record,
-            problem=(
-                f"{file} is a record of schema {schema}, not {SCHEMA} (written by an earlier attnexp): it does not say "
-                "all of the settings, code and data that ran, so it cannot be paired with other runs; run it again "
-                "with this attnexp to compare it"
-            ),
+            problem=f"{file} is {what}, so it cannot be paired with other runs; {fix} to compare it",
         )
     return Run(file.parent, {**record, "status": status})
 

@@ -69,6 +69,7 @@ class CaptionsDataModule(Seq2SeqDataModule):
             val_size=val_size,
             test_size=test_size,
             patch_size=patch_size,
+            split_seed=split_seed,
         )
         for key, value, allowed in (("images", images, SCALE), ("language", language, WORDS)):
             if value not in allowed:

@@ -34,7 +34,7 @@ class DatesDataModule(Seq2SeqDataModule):
         split_seed: int = 0,
     ) -> None:
         super().__init__(batch_size, eval_batch_size)
-        check("data", train_size=train_size, val_size=val_size, test_size=test_size)
+        check("data", train_size=train_size, val_size=val_size, test_size=test_size, split_seed=split_seed)
         if not 1 <= first_year <= last_year <= 9999:
             raise AttnexpError(
                 f"data.first_year={first_year} and data.last_year={last_year} must satisfy 1 <= first_year "

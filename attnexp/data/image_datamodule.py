@@ -49,7 +49,14 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
         augment: Callable[[Tensor], Tensor] | None = None,
     ) -> None:
         super().__init__()
-        check("data", patch_size=patch_size, val_size=val_size, batch_size=batch_size, eval_batch_size=eval_batch_size)
+        check(
+            "data",
+            patch_size=patch_size,
+            val_size=val_size,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+            split_seed=split_seed,
+        )
         if patch_size is not None and self.image_size % patch_size:
             raise AttnexpError(
                 f"data.patch_size={patch_size} does not divide the {self.name} image size "

@@ -55,6 +55,7 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
             test_size=test_size,
             batch_size=batch_size,
             eval_batch_size=eval_batch_size,
+            split_seed=split_seed,
         )
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed

@@ -48,7 +48,7 @@ def path(folder: str | Path) -> Path:
 def read(folder: str | Path) -> dict[str, Any]:
     """The record in ``folder``; empty without one; :class:`DamagedRecord`, naming the file, if it cannot be read."""
     file = path(folder)
-    if not file.exists():
+    if not os.path.exists(file):  # False, not an OSError, for a name too long for the file system
         return {}
     try:
         found = json.loads(file.read_text())

@@ -87,6 +87,49 @@ CASES = {
         ["data.op='shuffle' is not a sequence operation", "copy, reverse, sort"],
         2,
     ),
+    "a Trainer argument it does not take": (
+        ["+trainer.foo=1"],
+        ["trainer.foo is not an option of Trainer", "its options are", "max_epochs"],
+        2,
+    ),
+    "a precision Lightning does not have": (
+        ["trainer.precision=33"],
+        [
+            "trainer.precision=33 is not allowed: Lightning's Trainer refuses it",
+            "Precision 33 is invalid",
+            "bf16-mixed",
+        ],
+        2,
+    ),
+    "a negative batch limit": (
+        ["trainer.limit_train_batches=-1"],
+        ["trainer.limit_train_batches=-1 is not allowed", "it has to be in [0.0, 1.0] or an int"],
+        2,
+    ),
+    "a negative split seed": (
+        ["data.split_seed=-3"],
+        ["data.split_seed=-3 is not allowed", "an integer from 0 to 4294967295"],
+        2,
+    ),
+    "a seed numpy does not take": (["seed=4294967296"], ["seed=4294967296 is not allowed", "from 0 to 4294967295"], 2),
+    "a key given twice": (
+        ["trainer.max_epochs=1", "trainer.max_epochs=abc"],
+        [
+            "trainer.max_epochs=abc is not allowed",
+            "trainer.max_epochs is given twice (trainer.max_epochs=1, trainer.max_epochs=abc): give it once",
+        ],
+        2,
+    ),
+    "a key added twice": (
+        ["+trainer.foo=1", "+trainer.foo=2"],
+        ["+trainer.foo=2 adds trainer.foo a second time", "given twice (+trainer.foo=1, +trainer.foo=2)"],
+        2,
+    ),
+    "a key of 300 characters": ([f"+{'k' * 300}=1"], ["names a key of 300 characters", "--cfg job"], 2),
+    "a value of 5,000 characters": ([f"model.heads={'x' * 5000}"], ["model.heads='xxx", "x...x", "is not allowed"], 2),
+    "a number of 5,000 digits": ([f"data.batch_size={'9' * 5000}"], ["cannot be read", "5000 digits"], 2),
+    "an option of 5,000 characters": ([f"model={'x' * 5000}"], ["names an option of 5000", "dot, euclid"], 2),
+    "a checkpoint's name longer than a file system takes": ([f"ckpt_path=/tmp/{'x' * 300}"], ["does not exist"], 2),
     "split too large for the task": (
         [
             "data=seqops",
@@ -117,6 +160,8 @@ def test_bad_input_is_explained(cli, case):
         assert word in output, (word, output[-2000:])
     assert "Traceback" not in output and "To append to your config" not in output and "model='dot,'" not in output
     assert "Run folder" not in output and "Resuming" not in output  # nothing said of a folder before a refusal
+    assert max(map(len, output.split())) < 250  # a long value is shown by its start and end
+    assert "GPU available" not in output  # Lightning's lines of a Trainer built to check its arguments
     assert not [p for p in (root / "outputs").rglob("*") if p.name != "outputs"]  # no folder made, nothing in one
 
 

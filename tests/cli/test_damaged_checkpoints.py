@@ -4,6 +4,7 @@ used with a warning or named (finding 5)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 from helpers import SLOW, read_metrics, run_cli, run_dirs, start, wait_for_epochs
@@ -66,6 +67,11 @@ def test_resume_with_no_intact_checkpoint_says_so_and_leaves_the_record(tmp_path
     refused = run_cli(tmp_path, *ARGS, "resume=true", check=False)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "This run's checkpoints/last.ckpt is damaged: it ends early" in refused.stderr
-    assert "No other checkpoint of that run is intact: run the same command without resume=true" in refused.stderr
+    advice = (
+        f"No other checkpoint of that run is intact: to start again, delete the run's folder {run} and run the same"
+    )
+    assert advice in refused.stderr
     assert "ckpt_path=" not in refused.stderr and "Traceback" not in refused.stderr
     assert read_metrics(run)["status"] == "interrupted"  # the run's record is left as it was
+    shutil.rmtree(run)  # the advice, followed, trains the run anew
+    assert run_cli(tmp_path, *ARGS, "resume=true").returncode == 0 and read_metrics(run)["status"] == "ok"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -57,6 +58,44 @@ def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
     job = shutil.copytree(run, root / "sweep" / "model=dot" / "seed=0")  # a sweep job's folder name holds '='
     proc = run_predict(job, 'prompt="[bos] el perro"', "tokens=1")
     assert proc.returncode == 0 and "'come'" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_predict_refuses_a_record_of_a_newer_schema_and_weights_its_network_does_not_take(cli):
+    """A record of schema 99 was read as ours; a config that no longer fits the checkpoint gave torch's traceback."""
+    root, _ = cli("data=corpus", "data.repeats=2", "trainer.max_epochs=1", *QUIET)
+    (run,) = run_dirs(root / "outputs")
+    record = read_metrics(run)
+    (run / "metrics.json").write_text(json.dumps({**record, "schema": 99}))
+    proc = run_predict(run, 'prompt="[bos] el perro"')
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "is a record of schema 99, not 2 (written by a newer attnexp)" in proc.stderr
+    assert "upgrade attnexp" in proc.stderr and "next token" not in proc.stdout
+    record["config"]["net"]["dim"] = 16
+    (run / "metrics.json").write_text(json.dumps(record))
+    proc = run_predict(run, 'prompt="[bos] el perro"')
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "checkpoint=best of run=" in proc.stderr and "was written by a different mixer or network" in proc.stderr
+    assert "(shape checkpoint vs model: net.embed.weight (16, 64) vs (16, 16)" in proc.stderr
+    assert "give a checkpoint this run wrote" in proc.stderr
+    assert "size mismatch" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "given,told",
+    [
+        ("foo=1", "foo=1 sets foo, which is not a key of the composed config"),
+        (f"+{'k' * 300}=1", "names a key of 300 characters"),
+        ("top_k=abc", "top_k=abc is not allowed"),
+        (f"top_k={'9' * 5000}", "value has 5000 digits"),
+    ],
+    ids=["unknown key", "key of 300 characters", "not a number", "5,000 digits"],
+)
+def test_predict_explains_a_command_line_it_cannot_read(tmp_path, given, told):
+    """Hydra's own error (exit status 1) or a traceback answered these before."""
+    proc = run_script(tmp_path, "attnexp-predict", f"run={tmp_path}", given, timeout=300)
+    assert proc.returncode == 2 and told in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.startswith("attnexp-predict: ") and len(proc.stderr.strip().splitlines()) == 1
+    assert max(map(len, proc.stderr.split())) < 250
 
 
 def test_best_is_the_checkpoint_the_record_names_never_the_newest_file(tmp_path):

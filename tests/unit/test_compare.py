@@ -127,6 +127,11 @@ def test_out_refuses_a_folder_of_other_files_and_replaces_an_earlier_comparison(
     err = capsys.readouterr().err
     assert err.startswith(f"attnexp-compare: --out {out} holds files that no comparison wrote; nothing was written")
     assert len(err.strip().splitlines()) == 1 and [p.name for p in out.iterdir()] == ["notes.txt"]
+    for given in (out / "notes.txt", out / "notes.txt" / "cmp"):  # a file: FileExistsError's traceback, exit 1
+        assert main([str(tmp_path / "runs"), "--out", str(given)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"attnexp-compare: --out {given} ") and "a file, not a folder" in err
+        assert len(err.strip().splitlines()) == 1 and (out / "notes.txt").read_text() == "my notes"
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "again")]) == 0
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "again")]) == 0  # its own files: replaced
     # A sweep's folder holds its runs: the summary goes there, but never over a file of the same name it did not write.

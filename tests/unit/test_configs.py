@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
-from helpers import compose_cfg, options
+from helpers import CONFIG_DIR, compose_cfg, options
 from hydra.utils import instantiate
 
 CASES = [
@@ -169,3 +169,23 @@ def test_the_earliest_of_equally_good_epochs_is_the_best_checkpoint_named_from_e
     )
     trainer.fit(Constant(), data, data)
     assert callback.best_model_path == str(tmp_path / "epoch001.ckpt")
+
+
+SPLIT = [o for o in options("data") if "split_seed" in (Path(CONFIG_DIR) / "data" / f"{o}.yaml").read_text()]
+
+
+@pytest.mark.parametrize("data", SPLIT)
+def test_a_split_seed_is_held_to_the_rule_of_the_seed(data, tmp_path):
+    """``data.split_seed=-3`` ran while ``seed=-1`` was refused: both seed generators, one rule."""
+    from attnexp.cli.preflight import RANGES
+    from attnexp.errors import AttnexpError, root_cause
+
+    cfg = compose_cfg([f"data={data}", *required_overrides("data", data, tmp_path)], tmp_path)
+    for bad in (-3, 2**32):
+        with pytest.raises(Exception) as raised:
+            instantiate(cfg.data, split_seed=bad)
+        assert isinstance(root_cause(raised.value), AttnexpError)
+        assert f"data.split_seed={bad} is not allowed: data.split_seed must be {RANGES['seed'].allowed}" in str(
+            root_cause(raised.value)
+        )
+    assert instantiate(cfg.data, split_seed=2**32 - 1).split_seed == 2**32 - 1

@@ -105,3 +105,21 @@ def test_damaged_records_and_records_of_another_schema_are_named_and_left_out(tm
         (tmp_path / "runs" / "euclid" / str(seed) / "metrics.json").write_text("")
     assert main([str(tmp_path / "runs" / "euclid"), "--out", str(tmp_path / "none")]) == 2  # nothing comparable left
     assert capsys.readouterr().err.count("is damaged") == 3
+
+
+def test_a_record_of_a_newer_schema_is_said_to_be_a_newer_attnexps(tmp_path, capsys):
+    """A record of schema 99 was said to be written by an earlier attnexp."""
+    record(tmp_path / "runs", "dot", schema=99)
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert "is a record of schema 99, not 2 (written by a newer attnexp)" in err and "upgrade attnexp" in err
+    assert "earlier" not in err and not (tmp_path / "cmp").exists()
+
+
+def test_a_folder_name_too_long_to_look_up_is_no_such_folder(tmp_path, capsys):
+    """Python 3.11's pathlib raised OSError (File name too long) where the folder is simply not there."""
+    from attnexp.runs import metrics_file
+
+    long = str(tmp_path / ("x" * 300))
+    assert metrics_file.read(long) == {}
+    assert main([long]) == 2 and f"no such folder: {long[:40]}" in capsys.readouterr().err
