@@ -3,7 +3,7 @@
 Importing Lightning sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1``; torch's Adam asks whether CUDA is
 available at every step, and without a driver each NVML check tries to load libnvidia-ml again.
 This times a plain training loop of the MNIST one-layer attention model (random data, batch 64)
-with that check and with torch's own check (what ``attnexp.hardware`` switches to), alternating
+with that check and with torch's own check (what ``attnexp.cli.hardware`` switches to), alternating
 rounds in one process.
 
     PYTHONPATH=. python scripts/bench_cuda_check.py

@@ -46,11 +46,11 @@ from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from attnexp.build import network as build_net
+from attnexp.cli.build import network as build_net
+from attnexp.cli.hardware import plain_cuda_check_without_driver
 from attnexp.cli.train import CONFIG_DIR, train
 from attnexp.data import patchify
-from attnexp.hardware import plain_cuda_check_without_driver
-from attnexp.module import TaskModule
+from attnexp.training.module import TaskModule
 
 SEED = 0
 TASKS = {

@@ -82,7 +82,7 @@ def vit_book(name: str) -> nn.Module:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from attnexp.build import network as build_net
+    from attnexp.cli.build import network as build_net
     from attnexp.cli.train import CONFIG_DIR
 
     model = {"euclid explicit": ["model=euclid", "model.path=explicit"]}.get(name, [f"model={name}"])

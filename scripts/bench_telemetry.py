@@ -22,9 +22,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from attnexp.callbacks.telemetry import AttentionTelemetry
 from attnexp.cli.train import CONFIG_DIR, train
 from attnexp.runs import metrics_file
+from attnexp.training.callbacks.telemetry import AttentionTelemetry
 
 
 class TimedTelemetry(AttentionTelemetry):

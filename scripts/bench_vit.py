@@ -32,9 +32,9 @@ from torchvision import transforms
 from attnexp.data import BatchAugment, CIFAR10DataModule
 from attnexp.data.cifar10 import CIFAR10FilesOnly
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import VisionTransformer
 from attnexp.tasks import ImageClassification
+from attnexp.training.module import TaskModule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from cifar10_files import random_cifar10

@@ -39,7 +39,7 @@ from hydra.utils import instantiate
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from attnexp.build import network as build_net
+from attnexp.cli.build import network as build_net
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.data.tensor_loader import tensor_loader
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from attnexp.identity import SCHEMA, digest, key
+from attnexp.runs.identity import SCHEMA, digest, key
 
 CONFIG: dict[str, Any] = {
     "seed": 0,
@@ -23,7 +23,7 @@ CONFIG: dict[str, Any] = {
 CODE = {  # a few of attnexp's files, by hash: enough to tell versions of the code apart
     "attnexp/data/digits.py": "3f2a11111111",
     "attnexp/mixers/dot.py": "804452aa4810",
-    "attnexp/module.py": "5c0d33333333",
+    "attnexp/training/module.py": "5c0d33333333",
 }
 SUMMARIES = {
     "image_classification": [["test/acc", "max"], ["val/acc_best", "max"], ["test/loss", "min"]],

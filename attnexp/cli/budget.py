@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from attnexp.build import config_dir
+from attnexp import config_dir
 from attnexp.errors import AttnexpError
 
 ENV = "ATTNEXP_BUDGET"

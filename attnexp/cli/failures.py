@@ -14,8 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnexp import build
-from attnexp.cli import console, report
+from attnexp.cli import build, console, report
 from attnexp.errors import DiskFull, MixerError, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import checkpoints_of
@@ -56,8 +55,8 @@ def explained(cfg: DictConfig, err: BaseException, folder: Path | None = None) -
         return disk_full(folder)
     if "torch" not in sys.modules:  # no mixer has run before torch is imported
         return err
-    from attnexp.divergence import DivergedError
     from attnexp.mixers.faults import explain_mixer_failure
+    from attnexp.training.divergence import DivergedError
 
     return nan_in_mixer(cfg, err) if isinstance(cause, DivergedError) else explain_mixer_failure(err)
 
@@ -112,7 +111,7 @@ def is_disk_full(err: BaseException) -> bool:
 def disk_full(folder: Path) -> DiskFull:
     """The paragraph for a run that found no space to write: where, how much is free, what a checkpoint needs, and the
     checkpoints cut short by it (named: a resumed run passes over them to the newest intact one)."""
-    from attnexp.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
+    from attnexp.training.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
 
     free = shutil.disk_usage(folder).free
     where = checkpoints_of(folder, metrics_file.read(folder))

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.build import network as build_net
+from attnexp.cli.build import network as build_net
+from attnexp.cli.prediction import predict_next, predict_sequence
 from attnexp.cli.preflight import jobs_of
 from attnexp.cli.search_path import add_import_folders
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
-from attnexp.identity import other_schema
-from attnexp.prediction import predict_next, predict_sequence
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import checkpoints_of
+from attnexp.runs.identity import other_schema
 
 if TYPE_CHECKING:  # torch is imported once a prediction is asked for: --help answers at once
     from torch import nn
@@ -58,7 +58,7 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
     from the checkpoint (a vocabulary, or for an encoder-decoder the vocabularies, shapes and image normalisation)."""
     import torch
 
-    from attnexp.callbacks.checkpoints import check_fits
+    from attnexp.training.callbacks.checkpoints import check_fits
 
     folder = Path(run).expanduser()
     record = metrics_file.read(folder)
@@ -91,7 +91,7 @@ def load_run(run: str, checkpoint: str = "best") -> tuple[nn.Module, dict[str, A
 def read_intact(path: Path, fall_back: bool) -> dict[str, Any]:
     """The checkpoint at ``path``; a damaged one gives way to the run's newest intact one with ``fall_back``
     (``checkpoint=best``, the default), with a warning; else it is an error naming the intact ones."""
-    from attnexp.callbacks.checkpoints import DamagedCheckpoint, intact_instead, read_checkpoint
+    from attnexp.training.callbacks.checkpoints import DamagedCheckpoint, intact_instead, read_checkpoint
 
     try:
         return read_checkpoint(path)

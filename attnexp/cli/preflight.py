@@ -1,7 +1,7 @@
 """The pre-flight stage: everything on a command line that can be wrong is found before any folder exists and said in
 one paragraph (exit status 2): each job composed once (types: :mod:`attnexp.cli.schema`; what Hydra cannot compose:
 :mod:`attnexp.cli.typos`), values no constructor owns checked, classes loaded, objects built as the run will build them
-(:func:`attnexp.build.check`), the Trainer built as Lightning checks its arguments (:func:`check_trainer`), and each
+(:func:`attnexp.cli.build.check`), the Trainer built as Lightning checks its arguments (:func:`check_trainer`), and each
 job's folder found from its identity. A bug in the user's own code is no bad
 input: the run meets it and records it."""
 
@@ -17,8 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import build
-from attnexp.cli import console, targets, typos
+from attnexp.cli import build, console, targets, typos
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
 from attnexp.rules import RULES, SEED, Rule, check_value
@@ -216,7 +215,7 @@ def check_launcher(launcher: DictConfig) -> None:
 
 
 def check_build(cfg: DictConfig) -> None:
-    """No GPU asked for where there is none; the objects build (:func:`attnexp.build.check`); a checkpoint to train
+    """No GPU asked for where there is none; the objects build (:func:`attnexp.cli.build.check`); a checkpoint to train
     from fits the network."""
     import torch
 
@@ -231,7 +230,7 @@ def check_build(cfg: DictConfig) -> None:
     except TypeError as err:  # an option added with '+' that its class does not take (+model.kernal_q=3)
         raise AttnexpError(misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
     if cfg.get("ckpt_path") and net is not None:
-        from attnexp.callbacks.checkpoints import check_checkpoint
+        from attnexp.training.callbacks.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
 

@@ -1,6 +1,6 @@
-"""The lines ``attnexp`` prints about a run (what is about to train: :func:`attnexp.callbacks.record.describe`): the
-test result and where the files are, a sweep job's result line, a run already finished, and the one paragraph of a
-run that stopped."""
+"""The lines ``attnexp`` prints about a run (what is about to train:
+:func:`attnexp.training.callbacks.record.describe`): the test result and where the files are, a sweep job's result
+line, a run already finished, and the one paragraph of a run that stopped."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def restarted(folder: Path, found: dict[str, Any]) -> str:
 def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
     """What ``resume=true`` says when the folder of these settings is new: which runs of the same mixer, data and seed
     there are, and what differs (an edited file makes another configuration)."""
-    from attnexp.identity import differing_code
+    from attnexp.runs.identity import differing_code
 
     here, others = Path(folder), []
     for other in sorted(here.parent.parent.glob(f"{here.parent.name.rsplit('_', 1)[0]}_*/{here.name}")):

@@ -19,7 +19,7 @@ from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.plugins import Plugins
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from attnexp.build import config_dir
+from attnexp import config_dir
 
 PROVIDER = "attnexp user configs"
 ENTRY_POINTS = "attnexp.configs"  # the entry-point group of installed config packages

@@ -84,7 +84,7 @@ def composed_network(cfg: DictConfig) -> Any:
     """The network ``cfg`` composes (its constructor's parameters)."""
     from hydra.utils import instantiate
 
-    from attnexp.build import network
+    from attnexp.cli.build import network
 
     return network(cfg.net, instantiate(cfg.data).spec)
 

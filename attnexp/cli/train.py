@@ -14,17 +14,18 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import build
-from attnexp.build import network as build_net
+from attnexp import config_dir
 from attnexp.cli import console, failures, preflight, report, schema, search_path
 from attnexp.cli.budget import with_budget
+from attnexp.cli.build import network as build_net
+from attnexp.cli.hardware import cores, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES, AttnexpError, explain
-from attnexp.hardware import cores, sweep_jobs, threads_per_job
+from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, lock, metrics_file
 from attnexp.runs.record import RunRecord
 
-CONFIG_DIR = str(build.config_dir())
+CONFIG_DIR = str(config_dir())
 
 schema.register()
 search_path.register()  # the user's configs on the search path of every command (check and predict import this)
@@ -38,11 +39,11 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     import pytorch_lightning as pl
     from hydra.utils import instantiate
 
-    from attnexp.callbacks.checkpoints import checkpoint_to_train_from
-    from attnexp.callbacks.interrupt import DeferredInterrupt
-    from attnexp.callbacks.record import RecordKeeper
-    from attnexp.hardware import plain_cuda_check_without_driver
-    from attnexp.threads import ThreadRule
+    from attnexp.cli.hardware import plain_cuda_check_without_driver
+    from attnexp.training.callbacks.checkpoints import checkpoint_to_train_from
+    from attnexp.training.callbacks.interrupt import DeferredInterrupt
+    from attnexp.training.callbacks.record import RecordKeeper
+    from attnexp.training.threads import ThreadRule
 
     multirun = report.is_multirun()
     if record is None:
@@ -53,7 +54,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     jobs = joblib_jobs()  # a sweep's jobs at once share the cores
     threads = ThreadRule(cfg.get("threads"), share=None if jobs is None else threads_per_job(jobs))
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    datamodule = build.prepared_data(cfg)
+    datamodule = data_of_run.handed_over(cfg)
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     last = folders.checkpoints_of(record.folder, record.fields) / "last.ckpt"

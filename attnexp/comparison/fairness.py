@@ -1,6 +1,6 @@
 """Whether two configurations may be compared at all, and what a verdict between them rests on: equal budgets
 (``trainer.max_epochs``, steps, time caps, batches per epoch), equal tuning grids, enough seeds and budgets that
-finished (runs no longer improving: :mod:`attnexp.resolution`)."""
+finished (runs no longer improving: :mod:`attnexp.runs.resolution`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Protocol
 
 from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
-from attnexp.settings import BUDGET, flat, method
+from attnexp.runs.settings import BUDGET, flat, method
 
 
 class Row(Protocol):

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from attnexp.comparison.runs import Run
 from attnexp.comparison.stats import UNBOUNDED
-from attnexp.resolution import is_fraction, margin_at, scored_units
+from attnexp.runs.resolution import is_fraction, margin_at, scored_units
 
 
 def bounds(metric: str) -> tuple[float, float]:

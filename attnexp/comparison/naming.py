@@ -1,7 +1,7 @@
 """Naming configurations: runs are grouped by what ran, and each group named by what tells it apart from the others of
 its table.
 
-What ran is a run's identity (:mod:`attnexp.identity`): its method settings, the code it imported and the data
+What ran is a run's identity (:mod:`attnexp.runs.identity`): its method settings, the code it imported and the data
 it read, recomputed from its record with the ``--ignore`` keys left out. Runs of one task and data set form a table
 (:func:`table_of`); within it a configuration's name lists, the mixer first:
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from attnexp.comparison.runs import ABSENT, OVERRIDES, Run, read_runs
 from attnexp.comparison.search import is_trial
-from attnexp.identity import differing_code, digest, key, method_choices
-from attnexp.settings import flat, left_out, method
+from attnexp.runs.identity import differing_code, digest, key, method_choices
+from attnexp.runs.settings import flat, left_out, method
 
 HASH_SHOWN = 4  # hex digits of a code version in a name: ``code: attnexp/data/digits.py 3f2a…``
 FILES_SHOWN = 2  # files named in a code version's name; the others counted

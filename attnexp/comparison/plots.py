@@ -14,7 +14,7 @@ from attnexp.comparison.search import Search, rounded
 from attnexp.comparison.suite import seed_order
 from attnexp.comparison.summary import Comparison, Table
 from attnexp.comparison.tables import Row
-from attnexp.resolution import is_fraction
+from attnexp.runs.resolution import is_fraction
 
 PROFILE = "performance_profile.png"
 

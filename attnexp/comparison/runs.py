@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnexp.identity import other_schema
 from attnexp.runs import metrics_file
+from attnexp.runs.identity import other_schema
 
 ABSENT = "absent"  # a setting's value in a configuration whose config has no such key: not part of its name
 DAMAGED = "damaged"  # the status of a metrics.json that is no record: left out, with a note naming the file

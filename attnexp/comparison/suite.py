@@ -16,7 +16,7 @@ from attnexp.comparison.chance import at_chance, chance
 from attnexp.comparison.margins import bounds
 from attnexp.comparison.runs import Run
 from attnexp.comparison.stats import LEVEL, Spread, spread
-from attnexp.resolution import is_fraction
+from attnexp.runs.resolution import is_fraction
 
 NOT_KNOBS = ("seed", "model", "data")
 REPS = 2000  # bootstrap replications of every aggregate's interval

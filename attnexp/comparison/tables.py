@@ -17,7 +17,7 @@ from attnexp.comparison import fairness, margins
 from attnexp.comparison.naming import code_differs
 from attnexp.comparison.runs import ABSENT, Run
 from attnexp.comparison.stats import Difference, Spread, adjust, difference, finite, spread, verdict
-from attnexp.settings import left_out
+from attnexp.runs.settings import left_out
 
 
 @dataclass

@@ -12,10 +12,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp import build, identity
 from attnexp.errors import AttnexpError
-from attnexp.runs import lock, metrics_file
-from attnexp.settings import config_record, method
+from attnexp.runs import data as data_of_run
+from attnexp.runs import identity, lock, metrics_file
+from attnexp.runs.settings import config_record, method
 
 SHOWN = 8  # hex digits of the identity in a folder name
 FINISHED = (  # a rerun computes the same again
@@ -46,7 +46,7 @@ def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str]
     read = [method(config), config.get("data"), choices, [str(f) for f in folders]]  # what the identity reads
     text = json.dumps(read, sort_keys=True, default=str)
     if text not in KNOWN:
-        data = build.checked_data(cfg)
+        data = data_of_run.checked(cfg)
         data.prepare_data()  # a download, or a copy from a system package, first: the files are then there
         code = identity.code([t for t in targets(config) if "${" not in t], folders)
         dataset = identity.dataset(getattr(data, "files", dict)())

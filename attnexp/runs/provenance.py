@@ -1,6 +1,6 @@
 """The software and machine a run ran on: attnexp's version (with the git commit HEAD names, from a checkout), torch,
 Lightning and Python, and the device. Which code ran, file by file, is the run's identity
-(:mod:`attnexp.identity`), so a checkout's uncommitted changes are seen there, exactly."""
+(:mod:`attnexp.runs.identity`), so a checkout's uncommitted changes are seen there, exactly."""
 
 from __future__ import annotations
 

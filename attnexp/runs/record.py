@@ -1,6 +1,6 @@
 """A run's record (``metrics.json``) and its one writer, :class:`RunRecord`: self-contained, so comparisons,
 ``resume=true`` and ``attnexp-predict`` read it alone. It opens with what the run is (schema, identity, code, data,
-settings, command line, start, resumes); :class:`attnexp.callbacks.record.RecordKeeper` adds the rest."""
+settings, command line, start, resumes); :class:`attnexp.training.callbacks.record.RecordKeeper` adds the rest."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnexp import identity
-from attnexp.runs import folders, metrics_file
-from attnexp.settings import NOT_METHOD, config_record
+from attnexp.runs import folders, identity, metrics_file
+from attnexp.runs.settings import NOT_METHOD, config_record
 
 
 def now() -> str:

@@ -21,13 +21,13 @@ MODES = ("min", "max")
 class Task:
     """Owns what differs between kinds of task: how the network is called, the loss, the metrics, the metric
     and mode that pick the best checkpoint (later epochs win ties), and the figures. The training module
-    (:class:`attnexp.module.TaskModule`) asks it for each.
+    (:class:`attnexp.training.module.TaskModule`) asks it for each.
 
     The base is cross-entropy over the last axis of the logits, every leading axis flattened
     (one prediction per image, or per token), measured by loss and accuracy. ``summary`` names the
     metrics a comparison reports, each with its better direction (``max`` or ``min``); ``causal`` says that each
     position predicts from the tokens before it only (the next-token tasks: the trained network is checked for a leak,
-    :mod:`attnexp.callbacks.causality`).
+    :mod:`attnexp.training.callbacks.causality`).
     """
 
     summary: ClassVar[dict[str, str]] = {"test/acc": "max", "val/acc_best": "max", "test/loss": "min"}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from helpers import read_events, read_metrics, run_dirs
 
-from attnexp.callbacks.tensorboard_hparams import CURATED
+from attnexp.training.callbacks.tensorboard_hparams import CURATED
 
 LRS = ("0.001", "0.01")
 

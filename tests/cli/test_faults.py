@@ -12,9 +12,9 @@ from helpers import SLOW, read_metrics, run_cli, run_dirs, start, wait_for_epoch
 from torch import nn
 
 from attnexp.data import DigitsDataModule
-from attnexp.divergence import DivergedError
-from attnexp.module import TaskModule
 from attnexp.tasks import ImageClassification
+from attnexp.training.divergence import DivergedError
+from attnexp.training.module import TaskModule
 
 FINAL = ("test/acc", "test/loss", "val/acc_best", "val/acc", "val/loss", "train/loss", "train/acc")
 
@@ -128,7 +128,7 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
     from helpers import command, compose_cfg, user_env
     from hydra.utils import instantiate
 
-    from attnexp.build import network as build_net
+    from attnexp.cli.build import network as build_net
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))

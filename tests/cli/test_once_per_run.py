@@ -21,7 +21,7 @@ def counted(owner, name, label):
     setattr(owner, name, wrapper)
 
 import hydra
-from attnexp import identity
+from attnexp.runs import identity
 from attnexp.cli import preflight
 from attnexp.data import DigitsDataModule
 counted(preflight, "composed", "compositions")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helpers import read_events, read_metrics, run_dirs
 
-from attnexp.callbacks.tensorboard_hparams import CURATED
+from attnexp.training.callbacks.tensorboard_hparams import CURATED
 
 QUIET = "callbacks.progress_bar.refresh_rate=0"
 

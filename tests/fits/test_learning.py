@@ -12,15 +12,15 @@ import torch
 import torch.nn.functional as F
 from helpers import causal_mixers, model_factory, quiet_trainer
 
-from attnexp.callbacks.telemetry import AttentionTelemetry
 from attnexp.data import CorpusDataModule, DigitsDataModule, RecallDataModule
 from attnexp.data.vocabulary import Vocabulary
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import LanguageModel, PatchClassifier
 from attnexp.networks.language_model import next_token_probs
 from attnexp.tasks import AnswerTokens, ImageClassification, NextToken
 from attnexp.tokens import NO_TARGET
+from attnexp.training.callbacks.telemetry import AttentionTelemetry
+from attnexp.training.module import TaskModule
 
 
 def test_training_calls_never_read_a_tensor_on_the_host(monkeypatch, tmp_path):

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 from attnexp.data import DigitsDataModule
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import PatchClassifier
 from attnexp.tasks import ImageClassification
+from attnexp.training.module import TaskModule
 
 
 class NoisyDigits(DigitsDataModule):

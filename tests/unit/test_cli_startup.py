@@ -84,7 +84,7 @@ def test_each_mixer_refuses_its_bad_options(mixer, options, message):
     [([], 8, 8, 1), ([], 2, 2, 1), (["/dev/nvidia0"], 16, 8, 2), (["/dev/nvidia0"], 4, 4, 1)],
 )
 def test_sweeps_run_a_job_per_core_without_a_gpu_and_several_on_one_gpu(monkeypatch, gpus, affinity, jobs, threads):
-    from attnexp import hardware as cores
+    from attnexp.cli import hardware as cores
 
     monkeypatch.setattr(cores.glob, "glob", lambda pattern: gpus)
     monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(affinity)))

@@ -139,7 +139,7 @@ def test_the_earliest_of_equally_good_epochs_is_the_best_checkpoint_named_from_e
     import pytorch_lightning as pl
     import torch
 
-    from attnexp.callbacks.checkpoints import BestCheckpoint
+    from attnexp.training.callbacks.checkpoints import BestCheckpoint
 
     class Constant(pl.LightningModule):
         def __init__(self) -> None:

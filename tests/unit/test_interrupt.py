@@ -12,9 +12,9 @@ import warnings
 import pytest
 import pytorch_lightning as pl
 
-from attnexp import stop_request
-from attnexp.callbacks.interrupt import DeferredInterrupt
 from attnexp.cli import console
+from attnexp.training import stop_request
+from attnexp.training.callbacks.interrupt import DeferredInterrupt
 
 
 def test_ctrl_c_is_raised_at_the_next_batch_end_then_the_handler_is_restored():

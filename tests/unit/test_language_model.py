@@ -10,13 +10,13 @@ import torch
 from helpers import causal_mixers, model_factory
 from omegaconf import OmegaConf
 
-from attnexp.build import network as build_net
+from attnexp.cli.build import network as build_net
+from attnexp.cli.prediction import encode_prompt
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.data import Vocabulary
 from attnexp.errors import AttnexpError, explain, root_cause
 from attnexp.networks import LanguageModel
 from attnexp.networks.positions import SinusoidalPositions
-from attnexp.prediction import encode_prompt
 
 
 def mixer(variant: str, **overrides):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import PatchClassifier
 from attnexp.tasks import ImageClassification
+from attnexp.training.module import TaskModule
 
 
 def module(compile: bool = False) -> TaskModule:
@@ -58,7 +58,7 @@ def test_attributes_register_as_on_any_module():
 )
 def test_nvml_cuda_check_is_undone_only_without_a_driver(monkeypatch, env, driver, hip, after):
     """Without a driver, Lightning's NVML-based check would try to load libnvidia-ml at every optimizer step."""
-    from attnexp import hardware as cuda_check
+    from attnexp.cli import hardware as cuda_check
 
     monkeypatch.setattr(torch.version, "hip", hip)
     monkeypatch.setattr(cuda_check, "nvidia_driver", lambda: driver)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from helpers import REPO
 
-from attnexp.build import config_dir
+from attnexp import config_dir
 
 
 def test_every_package_folder_is_in_the_wheel_list():

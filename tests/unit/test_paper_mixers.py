@@ -153,7 +153,7 @@ def language_model(mixer, seed: int = 0, **moved_kernel: float) -> SimpleNamespa
 
 
 def test_a_trained_network_that_reads_the_next_token_is_found_and_its_mixer_named():
-    from attnexp.callbacks.causality import leak
+    from attnexp.training.callbacks.causality import leak
 
     leaky = language_model(KeyConvLeaks, tap2=0.3)
     x = torch.randint(0, 11, (8, 8))
@@ -165,7 +165,7 @@ def test_a_trained_network_that_reads_the_next_token_is_found_and_its_mixer_name
 
 
 def test_the_check_changes_every_token_from_each_cut_on_and_none_before():
-    from attnexp.callbacks.causality import later_tokens_changed
+    from attnexp.training.callbacks.causality import later_tokens_changed
 
     x = torch.randint(0, 11, (4, 8))
     changed, cuts = later_tokens_changed(x, 11)
@@ -175,7 +175,7 @@ def test_the_check_changes_every_token_from_each_cut_on_and_none_before():
 
 
 def test_the_causality_callback_records_its_result_and_leaves_the_random_state_and_weights_alone():
-    from attnexp.callbacks.causality import CausalityCheck
+    from attnexp.training.callbacks.causality import CausalityCheck
 
     module = language_model(KeyConvLeaks, tap2=0.3)
     batches = [(torch.randint(0, 11, (16, 8)), torch.zeros(16, 8))]

@@ -14,12 +14,12 @@ from attnexp.data import MQARDataModule, TextDataModule
 from attnexp.data.synthetic import distinct
 from attnexp.errors import AttnexpError
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import LanguageModel
-from attnexp.schedules import warmup_cosine
 from attnexp.tasks import AnswerTokens, NextToken
 from attnexp.tasks.answer_tokens import answer_slots
 from attnexp.tokens import NO_TARGET
+from attnexp.training.module import TaskModule
+from attnexp.training.schedules import warmup_cosine
 
 
 def gpt_lr(step: int, lr: float = 1e-3, warmup: int = 100, total: int = 2000, min_lr: float = 1e-4) -> float:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from attnexp.errors import AttnexpError
-from attnexp.resolution import judge
 from attnexp.rules import Rule, check_value
-from attnexp.settings import NOT_METHOD, method
+from attnexp.runs.resolution import judge
+from attnexp.runs.settings import NOT_METHOD, method
 
 SWITCH = Rule(bool, lambda v: True, "true or false", "true")
 COUNT = Rule(int, lambda v: v > 0, "a positive integer", "4")

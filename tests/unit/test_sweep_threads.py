@@ -6,8 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
-from attnexp import hardware
-from attnexp.cli import train
+from attnexp.cli import hardware, train
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from attnexp.health import attention_stats, gate_stats
 from attnexp.mixers import NON_NEGATIVE, SIGNED
+from attnexp.training.health import attention_stats, gate_stats
 
 
 def test_uniform_attention_has_full_entropy_and_no_peaks():
@@ -110,8 +110,8 @@ def test_the_telemetry_gets_weights_and_scores_through_the_contract_only(caplog)
 
     from broken_mixers import AttendOnly, NoWeights
 
-    from attnexp.callbacks.telemetry import AttentionTelemetry
     from attnexp.mixers import DotAttention
+    from attnexp.training.callbacks.telemetry import AttentionTelemetry
 
     x = torch.randn(4, 16, 4)
     module, trainer, logged = module_for(partial(AttendOnly), x)
@@ -140,8 +140,8 @@ def test_a_mixer_without_scores_keeps_its_nan_count_and_the_record_says_what_was
 
     from broken_mixers import AttendOnly
 
-    from attnexp.callbacks.telemetry import AttentionTelemetry
     from attnexp.mixers import DotAttention
+    from attnexp.training.callbacks.telemetry import AttentionTelemetry
 
     record = SimpleNamespace(fields={})
     module, trainer, logged = module_for(partial(AttendOnly), torch.randn(4, 16, 4))
@@ -167,9 +167,9 @@ def test_a_run_holds_the_weights_of_its_first_batch_to_the_declared_kind():
 
     from broken_mixers import OldFlagSigned
 
-    from attnexp.callbacks.telemetry import AttentionTelemetry
     from attnexp.errors import MixerError
     from attnexp.mixers import DotAttention
+    from attnexp.training.callbacks.telemetry import AttentionTelemetry
 
     x = torch.randn(4, 16, 4)
     batch, trainer = (x, torch.zeros(4)), SimpleNamespace(precision="32-true")

@@ -10,12 +10,12 @@ import pytorch_lightning as pl
 import torch
 from helpers import quiet_trainer
 
-from attnexp import threads
 from attnexp.data import DigitsDataModule
 from attnexp.mixers import DotAttention
-from attnexp.module import TaskModule
 from attnexp.networks import PatchClassifier
 from attnexp.tasks import ImageClassification
+from attnexp.training import threads
+from attnexp.training.module import TaskModule
 
 
 @pytest.fixture(autouse=True)

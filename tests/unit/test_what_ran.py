@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 from helpers import compose_cfg
 
-from attnexp import identity
 from attnexp.cli.preflight import jobs_of
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.cli.typos import check_words
 from attnexp.errors import AttnexpError
-from attnexp.resolution import judge
-from attnexp.runs import provenance
+from attnexp.runs import identity, provenance
 from attnexp.runs.folders import choices_of
-from attnexp.settings import config_record
+from attnexp.runs.resolution import judge
+from attnexp.runs.settings import config_record
 
 
 def settings_of(overrides, tmp_path):
@@ -182,7 +181,7 @@ def test_the_code_identity_is_every_source_file_of_the_package_that_runs_and_not
 
     package = Path(attnexp.__file__).parent
     found = {f"attnexp/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
-    assert set(identity.code()["files"]) == found and "attnexp/identity.py" in found
+    assert set(identity.code()["files"]) == found and "attnexp/runs/identity.py" in found
 
 
 def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(tmp_path):

@@ -8,14 +8,13 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from attnexp import resolution
-from attnexp.divergence import DivergedError
 from attnexp.errors import explain
 from attnexp.mixers import MultiHeadAttention
 from attnexp.mixers.declared import built_causal, weight_kinds
-from attnexp.runs import metrics_file, provenance
+from attnexp.runs import metrics_file, provenance, resolution
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
+from attnexp.training.divergence import DivergedError
 
 log = logging.getLogger("attnexp")
 
@@ -83,7 +82,7 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
 
 def leaked(fields: dict[str, Any]) -> dict[str, str]:
     """``invalid``, with why, where the trained network was found reading later tokens (the record's ``causality``,
-    :class:`~attnexp.callbacks.causality.CausalityCheck`); else nothing."""
+    :class:`~attnexp.training.callbacks.causality.CausalityCheck`); else nothing."""
     found = fields.get("causality") or {}
     return {"status": metrics_file.INVALID, "error": found["error"]} if found.get("leak") else {}
 

@@ -1,6 +1,7 @@
 """Stopping on request. Ctrl-C during a single run's fit records a request to stop: training acts on it at its next
-batch boundary (:class:`attnexp.callbacks.interrupt.DeferredInterrupt`), which leaves a checkpoint and a record that
-say so; a second Ctrl-C stops at once. (SIGTERM reaches Lightning's own handler, which stops the fit alike.)"""
+batch boundary (:class:`attnexp.training.callbacks.interrupt.DeferredInterrupt`), which leaves a checkpoint and a
+record that say so; a second Ctrl-C stops at once. (SIGTERM reaches Lightning's own handler, which stops the fit
+alike.)"""
 
 from __future__ import annotations
 

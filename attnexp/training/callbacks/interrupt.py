@@ -8,13 +8,14 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from attnexp import stop_request
+from attnexp.training import stop_request
 
 
 class DeferredInterrupt(pl.Callback):
-    """A stop request (:mod:`attnexp.stop_request`, the SIGINT handler while fitting) raises KeyboardInterrupt at the
-    next batch or epoch end, where Lightning's interrupt path follows; a second Ctrl-C interrupts at once. Python's own
-    handler raises on any line: inside TensorBoard's event queue that left its writer waiting 120 s at close."""
+    """A stop request (:mod:`attnexp.training.stop_request`, the SIGINT handler while fitting) raises
+    KeyboardInterrupt at the next batch or epoch end, where Lightning's interrupt path follows; a second Ctrl-C
+    interrupts at once. Python's own handler raises on any line: inside TensorBoard's event queue that left its writer
+    waiting 120 s at close."""
 
     def __init__(self) -> None:
         self.previous: Any = None

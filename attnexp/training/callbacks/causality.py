@@ -11,10 +11,10 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
-from attnexp.callbacks.figures import evaluated
 from attnexp.mixers import is_mixer
 from attnexp.mixers.conformance.kit import relative
 from attnexp.mixers.contract import where_defined
+from attnexp.training.callbacks.figures import evaluated
 
 TOLERANCE = {"32": 1e-4, "16": 1e-2}  # an earlier logit's relative change allowed: rounding, in 32 or 16 bits
 

@@ -1,4 +1,4 @@
-"""A run's identity: what ran. Its method settings (:func:`attnexp.settings.method`) and the config-group options
+"""A run's identity: what ran. Its method settings (:func:`attnexp.runs.settings.method`) and the config-group options
 that name them, the code it imported (every source file of attnexp, and the user's modules: a mixer and the helpers it
 imports) and the data it read (files by size and hash; generated data by its settings). Two runs of one identity and
 seed ran the same computation; runs whose code or data differ are different configurations, never seeds of one. Each
@@ -17,14 +17,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnexp.settings import method
+from attnexp.runs.settings import method
 
 SCHEMA = 2  # metrics.json's layout: records of another schema are refused by comparisons, never guessed at
 DIGITS = 12  # hex digits of an identity and of each file hash
 # config groups whose option names no method: where files go, what is shown, the device, saved combinations (their
 # settings count, not their names)
 NOT_CHOSEN = ("hydra", "logger", "callbacks", "paths", "trainer", "experiment", "hparams_search")
-PACKAGE = Path(__file__).resolve().parent  # attnexp/
+PACKAGE = Path(__file__).resolve().parents[1]  # attnexp/
 
 
 def other_schema(record: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -94,7 +94,7 @@ def user_folders(searchpath: Iterable[str], cwd: Path) -> list[Path]:
     """The folders a user's modules are imported from (:mod:`attnexp.cli.search_path` puts them on ``sys.path``): the
     one holding each ``configs/`` folder of ``hydra.searchpath`` (``file://`` entries), and ``cwd`` where it holds a
     ``configs/`` folder that is not attnexp's own."""
-    from attnexp.build import config_dir
+    from attnexp import config_dir
 
     found = [Path(p.removeprefix("file://")).resolve().parent for p in searchpath if str(p).startswith("file://")]
     if (cwd / "configs").is_dir() and (cwd / "configs").resolve() != config_dir().resolve():

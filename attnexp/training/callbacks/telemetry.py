@@ -1,5 +1,5 @@
 """Attention health: what every attention layer does on a fixed validation batch, logged every validation epoch
-(the statistics: :mod:`attnexp.health`)."""
+(the statistics: :mod:`attnexp.training.health`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from attnexp.callbacks.figures import forward_with_weights
-from attnexp.health import CallRecorder, attention_stats, gate_stats
 from attnexp.mixers import is_mixer, weight_kind
 from attnexp.mixers.declared import check_declared_weights, scores_unmeasured
+from attnexp.training.callbacks.figures import forward_with_weights
+from attnexp.training.health import CallRecorder, attention_stats, gate_stats
 
 
 class AttentionTelemetry(pl.Callback):

@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MaxMetric, MeanMetric
 
-from attnexp.divergence import LossWatch
 from attnexp.rules import check
 from attnexp.tasks import Task
+from attnexp.training.divergence import LossWatch
 
 
 class TaskModule(pl.LightningModule):

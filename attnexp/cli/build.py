@@ -2,29 +2,18 @@
 (completed by the data's shape facts), the optimizer. :func:`check` builds them as a run will, the network on PyTorch's
 meta device (nothing allocated), so that a constructor refuses its bad arguments, or a data module its missing files,
 before any run folder exists; the data it read is handed to the run that follows in this process
-(:func:`prepared_data`)."""
+(:mod:`attnexp.runs.data`)."""
 
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp import config_dir
 from attnexp.errors import AttnexpError, is_bad_input, root_cause
-
-PREPARED: list[tuple[str, Any]] = []  # the data module the last check read, with its config
-
-
-def config_dir() -> Path:
-    """attnexp's own config groups: ``attnexp/configs`` in an installed wheel, else the repository's ``configs/``."""
-    package = Path(__file__).resolve().parent
-    return package / "configs" if (package / "configs").is_dir() else package.parent / "configs"
-
-
-def data_key(cfg: DictConfig) -> str:
-    return str(OmegaConf.to_container(OmegaConf.masked_copy(cfg, ["data", "paths"]), resolve=False))
+from attnexp.runs import data as data_of_run
 
 
 def check(cfg: DictConfig) -> Any:
@@ -38,7 +27,7 @@ def check(cfg: DictConfig) -> Any:
         data = instantiate(cfg.data)
         data.prepare_data()
         data.setup()  # sizes that do not fit are found when the data is read
-        PREPARED[:] = [(data_key(cfg), data)]
+        data_of_run.keep(cfg, data)
         with torch.device("meta"):
             net = network(cfg.net, data.spec)
         instantiate(cfg.task)
@@ -50,21 +39,6 @@ def check(cfg: DictConfig) -> Any:
         if is_bad_input(explain_mixer_failure(err)):
             raise root_cause(err) from None
         return None
-
-
-def checked_data(cfg: DictConfig) -> Any:
-    """The data module :func:`check` read for ``cfg``, else a new one (its files are what a run's identity reads)."""
-    from hydra.utils import instantiate
-
-    found = [data for key, data in PREPARED if key == data_key(cfg)]
-    return found[0] if found else instantiate(cfg.data)
-
-
-def prepared_data(cfg: DictConfig) -> Any:
-    """The data module :func:`check` read for ``cfg``, handed to the run (once: another run gets a new one)."""
-    data = checked_data(cfg)
-    PREPARED.clear()
-    return data
 
 
 def network(net_cfg: DictConfig, spec: dict[str, Any]) -> Any:
