@@ -114,8 +114,9 @@ def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     lists = value_lists(parsed)
-    first = [values[0] for values in lists if values]
     swept = any(o.is_sweep_override() for o in parsed)
+    # a run applies every override in turn (a key given twice is refused); a sweep's jobs take each key once
+    first = [values[0] for values in lists if values] if swept else [o.input_line for o in parsed]
     cfg = composed(config_name, first, sweep=swept)
     if swept and not is_sweep(args, cfg):
         given = next(o.input_line for o in parsed if o.is_sweep_override())

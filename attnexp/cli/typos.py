@@ -243,7 +243,7 @@ def options_of(node: Any) -> tuple[str, str, list[str]] | None:
     try:
         from hydra.utils import get_object
 
-        from attnexp.mixers.frames import shown
+        from attnexp.mixers.frames import INSTALLED, shown, under
 
         built = get_object(target)
         chain = (
@@ -263,5 +263,6 @@ def options_of(node: Any) -> tuple[str, str, list[str]] | None:
         if not any(p.kind is p.VAR_KEYWORD for p in params) or function is object.__init__:
             break
     handed = {"num_tokens", "out_proj", "shared_over_channels"}  # the network's requests besides dim, causal, heads
-    where = f"{shown(Path(file))}:{line}" if file and Path(file).is_relative_to(Path.cwd()) else target
+    mine = file and Path(file).is_relative_to(Path.cwd()) and not under(Path(file), INSTALLED)  # not a venv's library
+    where = f"{shown(Path(file))}:{line}" if mine else target
     return getattr(built, "__name__", target), where, [o for o in dict.fromkeys(options) if o not in handed]

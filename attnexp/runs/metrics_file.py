@@ -74,12 +74,23 @@ def write(folder: str | Path, record: Mapping[str, Any]) -> None:
         tmp.write_text(text)
         os.replace(tmp, file)
     except OSError as err:
-        if err.errno != errno.ENOSPC or not file.exists():
-            raise
         tmp.unlink(missing_ok=True)
-        file.write_text(text)  # a full disk: in place, into the blocks the old record frees (a failure's last word)
+        if err.errno != errno.ENOSPC or not overwritten(file, json.dumps(record, sort_keys=True) + "\n"):
+            raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def overwritten(file: Path, text: str) -> bool:
+    """A full disk's last word (a failure's record): ``text`` written over the old record's own blocks, which needs no
+    new space, when it is no longer than the old record; False, the old record untouched, when it is longer."""
+    data = text.encode()
+    if not file.exists() or len(data) > file.stat().st_size:
+        return False
+    with open(file, "r+b") as out:
+        out.write(data)
+        out.truncate(len(data))
+    return True
 
 
 def current_status(record: Mapping[str, Any], folder: str | Path) -> str:

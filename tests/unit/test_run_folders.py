@@ -102,3 +102,27 @@ def test_bad_input_and_runs_without_numbers_are_left_out_of_comparisons():
         if not metrics_file.comparable(s)
     ]
     assert left_out == ["bad_input", "untrained", "unvalidated"]
+
+
+def test_a_full_disk_leaves_a_whole_record_never_half_of_one(tmp_path, monkeypatch):
+    """No space for the temporary file: a failure's record that fits in the old record's blocks is written over it
+    (compact), one that does not leaves the old record whole; never a record cut short."""
+    import errno
+    import json
+
+    old = {"status": "running", "train/loss": [0.5] * 50}
+    metrics_file.write(tmp_path, old)
+    real = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name.endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    metrics_file.write(tmp_path, {**old, "status": "failed"})
+    assert metrics_file.read(tmp_path)["status"] == "failed"
+    with pytest.raises(OSError):
+        metrics_file.write(tmp_path, {**old, "status": "failed", "error": "x" * 2000})
+    assert metrics_file.read(tmp_path)["status"] == "failed"
+    assert not list(tmp_path.glob("*.tmp")) and json.loads(metrics_file.path(tmp_path).read_text())
