@@ -7,22 +7,15 @@ values."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable
 
 from omegaconf import OmegaConf
 
 from attnexp import config_dir
 from attnexp.errors import AttnexpError
+from attnexp.runs.settings import flat
 
 ENV = "ATTNEXP_BUDGET"
-
-
-def flat(node: Any, where: str = "") -> Iterator[str]:
-    """``key=value`` overrides of a plain config's leaves."""
-    for key, value in node.items():
-        full = f"{where}.{key}" if where else str(key)
-        yield from flat(value, full) if isinstance(value, dict) else [f"{full}={value}"]
 
 
 def with_budget(args: Iterable[str]) -> list[str]:
@@ -35,6 +28,6 @@ def with_budget(args: Iterable[str]) -> list[str]:
     if not file.is_file():
         known = ", ".join(sorted(p.stem for p in file.parent.glob("*.yaml")))
         raise AttnexpError(f"{ENV}={name} names no budget: the budgets are {known} (configs/budget/).")
-    keys = list(flat(OmegaConf.to_container(OmegaConf.load(file))))
+    keys = [f"{key}={value}" for key, value in flat(OmegaConf.to_container(OmegaConf.load(file))).items()]
     last = max((i for i, a in enumerate(args) if "=" in a and not a.startswith("-")), default=-1)
     return [*args[: last + 1], *keys, *args[last + 1 :]]

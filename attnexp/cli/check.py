@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnexp.cli import preflight
+from attnexp.cli import entrypoint, preflight
 from attnexp.cli.budget import with_budget
 from attnexp.cli.smoke import composed_network, smoke_run
 from attnexp.cli.train import CONFIG_DIR
@@ -66,17 +66,13 @@ def main(cfg: DictConfig) -> Any:
 
 
 def cli() -> None:
-    """Console script ``attnexp-check``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
-    try:
+    """Console script ``attnexp-check``: the pre-flight stage (no run folders), then :func:`main`."""
+
+    def check() -> None:
         sys.argv[1:] = with_budget(FLAGS.get(a, a) for a in sys.argv[1:])
         preflight.check(sys.argv[1:], CONFIG_DIR, "check", folders=False)
-    except AttnexpError as err:
-        print(f"attnexp-check: {explain(err)}", file=sys.stderr)
-        raise SystemExit(EXIT_CODES["bad_input"]) from None
-    try:
-        main()
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+
+    entrypoint.run("attnexp-check", check, main)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from attnexp.cli import entrypoint
 from attnexp.cli.build import network as build_net
 from attnexp.cli.prediction import predict_next, predict_sequence
 from attnexp.cli.preflight import jobs_of
@@ -144,17 +145,9 @@ def main(cfg: DictConfig) -> Any:
 
 
 def cli() -> None:
-    """Console script ``attnexp-predict``: :func:`main`; a second Ctrl-C, which stops at once, exits with status 130."""
+    """Console script ``attnexp-predict``: what Hydra cannot read or compose is one paragraph, then :func:`main`."""
     sys.argv[1:] = [quote_path(a, ("run",)) for a in sys.argv[1:]]
-    try:
-        jobs_of(sys.argv[1:], CONFIG_DIR, "predict")  # what Hydra cannot read or compose: one paragraph
-    except AttnexpError as err:
-        print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
-        raise SystemExit(EXIT_CODES["bad_input"]) from None
-    try:
-        main()
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
+    entrypoint.run("attnexp-predict", lambda: jobs_of(sys.argv[1:], CONFIG_DIR, "predict"), main)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import re
 import shutil
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from attnexp.cli import build, console, targets, typos
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
 from attnexp.rules import RULES, SEED, Rule, check_value
+from attnexp.runs.settings import leaves
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
 CONSTRUCTED = ("net", "data", "module", "task")  # our classes: their rules are applied before torch is imported
@@ -174,7 +174,8 @@ def check_values(cfg: DictConfig) -> None:
     for key, rule in RANGES.items():
         check_value(key, OmegaConf.select(cfg, key, default=None), rule)
     for group in CONSTRUCTED:
-        for key, value in leaves(OmegaConf.select(cfg, group, default=None), group):
+        node = OmegaConf.select(cfg, group, default=None)  # an interpolation is checked in the group it names
+        for key, value in leaves(node if isinstance(node, DictConfig) else {}, group):
             if key.rpartition(".")[2] in RULES:
                 check_value(key, value, RULES[key.rpartition(".")[2]])
     if cfg.trainer.max_epochs == -1 and cfg.trainer.max_steps == -1 and cfg.trainer.get("max_time") is None:
@@ -183,19 +184,6 @@ def check_values(cfg: DictConfig) -> None:
             "trainer.max_steps (or trainer.max_time) sets one. E.g. trainer.max_epochs=5, or trainer.max_steps=1000. "
             + NOTHING
         )
-
-
-def leaves(node: Any, where: str) -> list[tuple[str, Any]]:
-    """The leaves of a config node with their keys; another group's node (an interpolation) is checked there."""
-    if not isinstance(node, DictConfig):
-        return []
-    found = []
-    for key in node:  # a key may be an int (``+data.w={0:1.0}``): looked up as it is, named as a string
-        if not OmegaConf.is_interpolation(node, key):  # type: ignore[arg-type]
-            value = node[key]
-            name = f"{where}.{key!s}"
-            found += leaves(value, name) if isinstance(value, DictConfig) else [(name, value)]
-    return found
 
 
 def check_launcher(launcher: DictConfig) -> None:
@@ -229,7 +217,7 @@ def check_build(cfg: DictConfig) -> None:
     try:
         net = build.check(cfg)
     except TypeError as err:  # an option added with '+' that its class does not take (+model.kernal_q=3)
-        raise AttnexpError(misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
+        raise AttnexpError(typos.misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
     if cfg.get("ckpt_path") and net is not None:
         from attnexp.training.callbacks.checkpoints import check_checkpoint
 
@@ -257,7 +245,7 @@ def check_trainer(cfg: DictConfig) -> None:
             )
         except Exception as err:
             cause = root_cause(err)  # +trainer.foo=1: an argument the Trainer does not take, named with its options
-            told = misspelt_option(cfg, cause) if isinstance(cause, TypeError) else None
+            told = typos.misspelt_option(cfg, cause) if isinstance(cause, TypeError) else None
             raise AttnexpError(told or trainer_refused(cfg, cause)) from None
 
 
@@ -276,17 +264,6 @@ def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
         f"The trainer.* keys are the arguments of {cfg.trainer.get('_target_')}: fix the value (attnexp --cfg job "
         f"shows the ones the config sets). {NOTHING}"
     )
-
-
-def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
-    """The paragraph for a class given a keyword it does not take: the node that sets it, and its class's options."""
-    leaf = next(iter(re.findall(r"unexpected keyword argument '(\w+)'", str(err))), None)
-    for given in cfg.hydra.overrides.task:
-        parent, _, key = typos.keyed(given).rpartition(".")
-        node = OmegaConf.select(cfg, parent, default=None) if parent else None
-        if key == leaf and isinstance(node, DictConfig) and typos.options_of(node) is not None:
-            return typos.not_an_option(given, parent, node)
-    return None
 
 
 def check_folders(jobs: list[DictConfig]) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli.search_path import add_import_folders
 from attnexp.errors import AttnexpError
+from attnexp.runs.settings import targets
 
 # attnexp and the libraries its own configs name: found, not imported (importing torch here would slow every start)
 LOOKED_UP = {"attnexp", "torch", "pytorch_lightning", "lightning", "torchmetrics", "torchvision", "optuna"}
@@ -22,19 +21,6 @@ RECIPE = (
     "'_target_: {target}' and '_partial_: true' (and its options), then run attnexp model=NAME; the README's "
     "section 'Your own mixer' shows it end to end."
 )
-
-
-def targets(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
-    """Every ``_target_`` under ``node`` (a plain container) with the config key that holds it (``model``)."""
-    if isinstance(node, dict):
-        target = node.get("_target_")
-        if isinstance(target, str) and "${" not in target:
-            yield where, target
-        for key, value in node.items():
-            yield from targets(value, f"{where}.{key}" if where else str(key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from targets(value, f"{where}[{i}]")
 
 
 def searched(folders: list[Path]) -> str:

@@ -15,12 +15,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import config_dir
-from attnexp.cli import console, failures, preflight, report, schema, search_path
+from attnexp.cli import console, entrypoint, failures, preflight, report, schema, search_path
 from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
 from attnexp.cli.hardware import cores, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
-from attnexp.errors import EXIT_CODES, AttnexpError, explain
+from attnexp.errors import EXIT_CODES
 from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, lock, metrics_file
 from attnexp.runs.record import RunRecord
@@ -170,20 +170,15 @@ def joblib_jobs() -> int | None:
 def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
-    try:
+
+    def check() -> None:
         args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
             with console.quiet(logging.ERROR, "attnexp"):
                 args += preflight.sweep_overrides(args, preflight.check(args, CONFIG_DIR))
-    except AttnexpError as err:
-        print(f"Bad input: {explain(err)}", file=sys.stderr)
-        raise SystemExit(EXIT_CODES["bad_input"]) from None
-    sys.argv[1:] = args
-    try:
-        main()
-    except KeyboardInterrupt:
-        print(report.STOPPED, file=sys.stderr)
-        raise SystemExit(EXIT_CODES["interrupted"]) from None
+        sys.argv[1:] = args
+
+    entrypoint.run("Bad input", check, main, stopped=report.STOPPED)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import difflib
 import errno
 import inspect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
 from attnexp.errors import AttnexpError
+from attnexp.runs.settings import leaves
 
 # Hydra's flags that name another config or do not compose one: Hydra alone reads such a command line
 CONFIG_FLAGS = {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "--experimental-rerun"}
@@ -108,11 +109,14 @@ def near(word: str, choices: Sequence[str]) -> list[str]:
     return difflib.get_close_matches(word, list(dict.fromkeys(choices)), n=1, cutoff=0.6)
 
 
-def flat_keys(node: Any, where: str = "") -> Iterator[str]:
-    """Every key of a plain config, dotted: ``trainer.max_epochs``."""
-    for key, child in node.items() if isinstance(node, dict) else ():
-        yield (full := f"{where}.{key}" if where else str(key))
-        yield from flat_keys(child, full)
+def flat_keys(node: Any) -> list[str]:
+    """Every key of a config, dotted, each node's before its own: ``trainer``, ``trainer.max_epochs``."""
+    return list(dict.fromkeys(key[:end] for key, _ in leaves(node) for end in dots(key)))
+
+
+def dots(key: str) -> list[int]:
+    """Where ``key``'s prefixes end: ``a.b.c`` -> 1, 3, 5."""
+    return [i for i, c in enumerate(key) if c == "."] + [len(key)]
 
 
 def keyed(override: str) -> str:
@@ -151,7 +155,7 @@ def explain(err: Exception, job: Sequence[str], config_name: str) -> str:
         plain = None
     if not key or plain is None:
         return f"The config cannot be composed: {text}. {NOTHING}"
-    keys, (parent, _, leaf) = list(flat_keys(OmegaConf.to_container(plain, resolve=False))), key.rpartition(".")
+    keys, (parent, _, leaf) = flat_keys(OmegaConf.to_container(plain, resolve=False)), key.rpartition(".")
     keys = [k for k in keys if not k.rpartition(".")[2].startswith("_")]  # _target_, _partial_: no one's typo
     node = OmegaConf.select(plain, parent) if parent else plain
     if options_of(node) is not None:
@@ -185,6 +189,17 @@ def too_long(err: OSError, job: Sequence[str]) -> str:
         "for a config group of that name (a folder) before it sets a key, and no key of the config is that long. "
         f"Give a key of the config (--cfg job lists every key), e.g. trainer.max_epochs=3. {NOTHING}"
     )
+
+
+def misspelt_option(cfg: DictConfig, err: TypeError) -> str | None:
+    """The paragraph for a class given a keyword it does not take: the node that sets it, and its class's options."""
+    leaf = next(iter(re.findall(r"unexpected keyword argument '(\w+)'", str(err))), None)
+    for given in cfg.hydra.overrides.task:
+        parent, _, key = keyed(given).rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None) if parent else None
+        if key == leaf and isinstance(node, DictConfig) and options_of(node) is not None:
+            return not_an_option(given, parent, node)
+    return None
 
 
 def not_an_option(given: str, parent: str, node: DictConfig, elsewhere: Sequence[str] = ()) -> str:
@@ -263,6 +278,7 @@ def options_of(node: Any) -> tuple[str, str, list[str]] | None:
         if not any(p.kind is p.VAR_KEYWORD for p in params) or function is object.__init__:
             break
     handed = {"num_tokens", "out_proj", "shared_over_channels"}  # the network's requests besides dim, causal, heads
-    mine = file and Path(file).is_relative_to(Path.cwd()) and not under(Path(file), INSTALLED)  # not a venv's library
-    where = f"{shown(Path(file))}:{line}" if mine else target
+    source = Path(file) if file else None  # the user's own file, not a library's in a virtual environment here
+    mine = source is not None and source.is_relative_to(Path.cwd()) and not under(source, INSTALLED)
+    where = f"{shown(source)}:{line}" if source is not None and mine else target
     return getattr(built, "__name__", target), where, [o for o in dict.fromkeys(options) if o not in handed]

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnexp.errors import AttnexpError
 from attnexp.runs import data as data_of_run
 from attnexp.runs import identity, lock, metrics_file
-from attnexp.runs.settings import config_record, method
+from attnexp.runs.settings import config_record, method, targets
 
 SHOWN = 8  # hex digits of the identity in a folder name
 FINISHED = (  # a rerun computes the same again
@@ -26,14 +26,6 @@ FINISHED = (  # a rerun computes the same again
     metrics_file.INVALID,
 )
 KNOWN: dict[str, dict[str, Any]] = {}  # the pre-flight stage, Hydra's resolver and the record ask for one run's
-
-
-def targets(node: Any) -> list[str]:
-    """Every ``_target_`` under a plain config: the classes (and so the modules) a run imports."""
-    if isinstance(node, dict):
-        own = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
-        return own + [t for value in node.values() for t in targets(value)]
-    return [t for value in node for t in targets(value)] if isinstance(node, list) else []
 
 
 def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str] = ()) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str]
     if text not in KNOWN:
         data = data_of_run.checked(cfg)
         data.prepare_data()  # a download, or a copy from a system package, first: the files are then there
-        code = identity.code([t for t in targets(config) if "${" not in t], folders)
+        code = identity.code([target for _, target in targets(config)], folders)
         dataset = identity.dataset(getattr(data, "files", dict)())
         key = identity.key(choices, config, code["id"], dataset["id"])
         KNOWN[text] = {"identity": key, "code": code, "dataset": dataset}

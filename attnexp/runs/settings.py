@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -152,14 +152,36 @@ def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, A
     return found
 
 
-def flat(node: Any, where: str = "") -> dict[str, str]:
-    """Nested settings as ``{"module.optimizer.lr": "0.003"}``; each value written as in an override."""
+def leaves(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """The config walker: every leaf of a nested config (a dict or a DictConfig) with its dotted key,
+    ``("module.optimizer.lr", 0.003)``, an empty node being a leaf; a DictConfig's interpolations are left out (the
+    node they name holds the value). A key may be an int (``+data.w={0:1.0}``): looked up as it is, named as text."""
     if isinstance(node, Mapping) and node:
-        found: dict[str, str] = {}
+        for key in node:
+            if not (isinstance(node, DictConfig) and OmegaConf.is_interpolation(node, key)):
+                yield from leaves(node[key], f"{where}.{key!s}" if where else str(key))
+    elif where:
+        yield where, node
+
+
+def targets(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``_target_`` under ``node`` (a plain container: the classes, and so the modules, a run imports) with the
+    config key that holds it (``model``, ``callbacks.checkpoint``, ``x[0]``); one written with an interpolation names
+    no class yet."""
+    if isinstance(node, dict):
+        target = node.get("_target_")
+        if isinstance(target, str) and "${" not in target:
+            yield where, target
         for key, value in node.items():
-            found.update(flat(value, f"{where}.{key}" if where else str(key)))
-        return found
-    return {where: shown(node)} if where else {}
+            yield from targets(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from targets(value, f"{where}[{i}]")
+
+
+def flat(node: Any) -> dict[str, str]:
+    """Nested settings as ``{"module.optimizer.lr": "0.003"}``; each value written as in an override."""
+    return {key: shown(value) for key, value in leaves(node)}
 
 
 def shown(value: Any) -> str:

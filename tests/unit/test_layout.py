@@ -131,3 +131,9 @@ def test_no_native_code_in_the_package():
         assert not names & {"ctypes", "subprocess", "cffi"}, (
             f"{path} imports {names & {'ctypes', 'subprocess', 'cffi'}}"
         )
+
+
+def test_no_module_over_300_lines():
+    """Small files with names that explain them: a module that grows past 300 lines holds two concerns."""
+    long = {str(p.relative_to(REPO)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}
+    assert not long, long

@@ -37,7 +37,7 @@ from attnexp.mixers.euclid.formula import (
 )
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
-from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
+from attnexp.mixers.euclid.ops.tiles import blocked_tile, key_grad, tiles, value_grad
 
 LN2 = math.log(2.0)
 FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
@@ -173,22 +173,14 @@ def backward_tile(
     divided by the row sums; ``scale`` in base 2, as the forward pass's."""
     s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
     e, pw, near = tile.e, tile.pw, tile.near
-    if v.dtype == e.dtype:
-        dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
-        g = torch.bmm(dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
-    else:  # dv in v's precision, as the forward's e @ v; dp in float32 (the factor z^2 / d magnifies its rounding)
-        part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
-        dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
-        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s: (n, c, Lk)
+    dv = value_grad(e, dout, v, dv, first)
+    # dp / s (n, c, Lk), in float32 (the factor z^2 / d magnifies its rounding)
+    g = torch.bmm(dout, (v if v.dtype == e.dtype else v.float()).transpose(1, 2), out=workspace(3, e.shape, e))
     rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)  # rowsum(p * dp) / s
     g.sub_(rs).mul_(pw)
     picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms come from their differences, both sides
     g.scatter_(-1, near.idx, 0.0)
-    cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
-    if first:
-        dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
-    else:
-        dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
+    dk = key_grad(g, q, k, s2, dk, first)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
     rows = near.rows.view(-1)
     diffs = near.diffs

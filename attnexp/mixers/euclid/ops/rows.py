@@ -35,7 +35,7 @@ from torch.autograd.function import once_differentiable
 from attnexp.mixers.euclid.formula import FAR, ROW_NEAR, autocast_on, float32_math
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
-from attnexp.mixers.euclid.ops.tiles import blocked_tile, tiles
+from attnexp.mixers.euclid.ops.tiles import blocked_tile, key_grad, tiles, value_grad
 
 EXP_SAFE = 64.0  # largest base-2 score a general row may hold: 2^64 times the keys stays far inside float32
 FOLDED_EPS = 2**-24 / EXP_SAFE  # up to this eps general rows score 1/sqrt(d^2 + eps^2), 1/(d + eps) to rounding
@@ -174,17 +174,11 @@ def backward_tile(
     divided by the row sums, ``rs`` rowsum(dout * out) (n, c, 1); ``scale`` in base 2, as the forward pass's."""
     s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
     e, pw, exact = tile.e, tile.pw, tile.exact
+    dv = value_grad(e, dout, v, dv, first)
     if v.dtype == e.dtype:
-        dv = torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
-        g = None
-    else:  # dv in v's precision, as the forward's e @ v; dp in float32 (the factor z^2 / d magnifies its rounding)
-        part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
-        dv = part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
-        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e))
-    if g is None:
         g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
-    else:
-        g.sub_(rs)
+    else:  # dp in float32 (the factor z^2 / d magnifies its rounding)
+        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e)).sub_(rs)
     near = None
     if exact is not None:  # their rowsum(p * dp) from the weights (where one weight is 1 it cancels exactly) and
         # their pairs' g (k_j - q_i) from the differences, not from rowsum(g) q - g k
@@ -197,11 +191,7 @@ def backward_tile(
         rows.index_fill_(0, exact.at, 0.0)
     g.mul_(pw)
     dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
-    if first:
-        dk = torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
-    else:
-        dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
+    dk = key_grad(g, q, k, s2, dk, first)
     if near is not None:
         dq.view(-1, dq.shape[-1]).index_copy_(0, exact.at, near.sum(1).mul_(s2))
         dk.index_add_(0, exact.group, near, alpha=-s2)

@@ -35,3 +35,22 @@ def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tens
         return rows[0]  # (1, c|1, Lk)
     n = torch.arange(g.start, g.stop, device=blocked.device)
     return rows[n // heads if b > 1 else 0, n % heads if h > 1 else 0]  # (n, c|1, Lk)
+
+
+def value_grad(e: Tensor, dout: Tensor, v: Tensor, dv: Tensor | None, first: bool) -> Tensor:
+    """``dv`` (n, Lk, Dv) = e^T dout of one tile, written when ``first`` (the group's first tile), else added to; in
+    v's precision, as the forward's e @ v."""
+    if v.dtype == e.dtype:
+        return torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
+    part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
+    return part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
+
+
+def key_grad(g: Tensor, q: Tensor, k: Tensor, s2: float, dk: Tensor | None, first: bool) -> Tensor:
+    """``dk`` (n, Lk, D) of one tile from its score gradient ``g`` (n, c, Lk) (times the distance's derivative):
+    s2 (colsum(g) k - g^T q), written when ``first``, else added to."""
+    cols = g.sum(1).unsqueeze_(-1)  # (n, Lk, 1)
+    if first:
+        return torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
+    assert dk is not None
+    return dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
