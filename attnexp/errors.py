@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 
 from omegaconf import DictConfig, OmegaConf
@@ -65,6 +66,15 @@ def shortened(text: str) -> str:
     """``text`` with each word longer than :data:`LONGEST` (a 5,000-character value echoed back) cut to its start and
     end around an ellipsis: a message stays a paragraph. Paths are shorter, and stay whole."""
     return re.sub(rf"\S{{{LONGEST + 1},}}", lambda m: f"{m[0][:60]}...{m[0][-30:]}", text)
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """A write that found no space: ENOSPC anywhere in the chain, or torch's own words for it."""
+    while err is not None:
+        if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or "file write failed" in str(err):
+            return True
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return False
 
 
 def is_out_of_memory(cause: BaseException) -> bool:

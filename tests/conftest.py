@@ -25,7 +25,12 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
 
 
+FIRST = ("user", "cli", "fits")  # the longest tests start first: on few cores the quick ones fill in around them
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {tier: i for i, tier in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(Path(item.fspath).parent.name, len(FIRST)))  # stable: files keep their order
     for item in items:
         tier = Path(item.fspath).parent.name
         if tier in SLOW_TIERS:

@@ -4,7 +4,6 @@ failure's traceback kept in the run's train.log."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import shutil
 import sys
@@ -15,7 +14,16 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnexp.cli import build, console, report
-from attnexp.errors import DiskFull, MixerError, explain, is_bad_input, is_out_of_memory, out_of_memory, root_cause
+from attnexp.errors import (
+    DiskFull,
+    MixerError,
+    explain,
+    is_bad_input,
+    is_disk_full,
+    is_out_of_memory,
+    out_of_memory,
+    root_cause,
+)
 from attnexp.runs import metrics_file
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
@@ -34,7 +42,11 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
     if isinstance(err, DiskFull):  # train.log can take no more either: the paragraph goes to the console alone
         console.detach_files(record.folder)
     if record.ours():
-        record.write(status=status, error=error)
+        try:
+            record.write(status=status, error=error)
+        except OSError:  # a full disk with no room even for the record: it stays whole as it was, the console says it
+            if not isinstance(err, DiskFull):
+                raise
     logs = log_file() if status == metrics_file.FAILED else None
     if report.is_multirun() and status == metrics_file.INTERRUPTED:
         logging.getLogger("attnexp").info(report.result_line(record.folder)[0])
@@ -97,15 +109,6 @@ def first_nonfinite(cfg: DictConfig) -> Any:
     x, y = next(iter(data.train_dataloader()))[:2]
     trace, _ = traced(lambda: instantiate(cfg.task).forward(net, x[:8].cpu(), y[:8].cpu()))
     return trace.first_nonfinite()
-
-
-def is_disk_full(err: BaseException) -> bool:
-    """A write that found no space: ENOSPC anywhere in the chain, or torch's own words for it."""
-    while err is not None:
-        if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or "file write failed" in str(err):
-            return True
-        err = err.__cause__ or err.__context__  # type: ignore[assignment]
-    return False
 
 
 def disk_full(folder: Path) -> DiskFull:

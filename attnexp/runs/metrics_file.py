@@ -83,9 +83,9 @@ def write(folder: str | Path, record: Mapping[str, Any]) -> None:
 
 def overwritten(file: Path, text: str) -> bool:
     """A full disk's last word (a failure's record): ``text`` written over the old record's own blocks, which needs no
-    new space, when it is no longer than the old record; False, the old record untouched, when it is longer."""
+    new space, when it fits in them; False, the old record untouched, when it does not."""
     data = text.encode()
-    if not file.exists() or len(data) > file.stat().st_size:
+    if not file.exists() or len(data) > max(file.stat().st_size, file.stat().st_blocks * 512):
         return False
     with open(file, "r+b") as out:
         out.write(data)

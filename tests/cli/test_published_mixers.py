@@ -44,9 +44,10 @@ def folder(tmp_path) -> Path:
 
 @pytest.mark.parametrize("name", list(SIZES))
 def test_each_published_mixer_passes_the_kit_at_two_network_sizes(folder, name):
-    small = kit(folder, f"model={name}", "--no-speed")
-    assert small.returncode == 0 and "14 checks: all passed" in small.stdout, small.stdout + small.stderr[-2000:]
-    assert "speed at" not in small.stdout and "the kit's small default" in small.stdout
+    if name == next(iter(SIZES)):  # the kit's small default once (the sized call runs the same 14 checks and more)
+        small = kit(folder, f"model={name}", "--no-speed")
+        assert small.returncode == 0 and "14 checks: all passed" in small.stdout, small.stdout + small.stderr[-2000:]
+        assert "speed at" not in small.stdout and "the kit's small default" in small.stdout
     sized = kit(folder, f"model={name}", *SIZES[name])
     assert sized.returncode == 0 and "14 checks: all passed" in sized.stdout, sized.stdout + sized.stderr[-2000:]
     heads = "2 heads" if name != "gau" else "1 head"

@@ -52,8 +52,16 @@ def session_processes(proc) -> list[str]:
     return [line for line in listed if line.split()[1] == str(proc.pid)]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("to", ["group", "main", "main twice", "main of a script's background job"])
+@pytest.mark.parametrize(
+    ("to", "sig"),
+    [  # Ctrl-C in a terminal; kill, as a scheduler sends it; Ctrl-C twice; kill -INT to a script's job started with &
+        ("group", signal.SIGINT),
+        ("main", signal.SIGTERM),
+        ("main twice", signal.SIGINT),
+        ("main of a script's background job", signal.SIGINT),
+    ],
+    ids=["group-SIGINT", "main-SIGTERM", "main twice-SIGINT", "main of a script's background job-SIGINT"],
+)
 def test_a_stopped_sweep_ends_its_jobs_and_leaves_no_process(tmp_path, sig, to):
     """``kill -INT`` reaches a sweep a script started with ``&`` too, which inherits SIGINT ignored: as a single run's
     fit does, the sweep handles the signal itself."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from attnexp.errors import explain
+from attnexp.errors import explain, is_disk_full
 from attnexp.mixers import MultiHeadAttention
 from attnexp.mixers.declared import built_causal, weight_kinds
 from attnexp.runs import metrics_file, provenance, resolution
@@ -183,6 +183,6 @@ class RecordKeeper(pl.Callback):
             if trainer.world_size == 1:
                 trainer.save_checkpoint(checkpoints_of(self.record.folder, self.record.fields) / "interrupted.ckpt")
             self._write(trainer, metrics_file.INTERRUPTED)
-        else:
+        elif not is_disk_full(exception):  # a full disk: the command's failure path writes the record once, explained
             status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED
             self._write(trainer, status, error=explain(exception))
