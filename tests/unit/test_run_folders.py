@@ -123,6 +123,6 @@ def test_a_full_disk_leaves_a_whole_record_never_half_of_one(tmp_path, monkeypat
     metrics_file.write(tmp_path, {**old, "status": "failed"})
     assert metrics_file.read(tmp_path)["status"] == "failed"
     with pytest.raises(OSError):
-        metrics_file.write(tmp_path, {**old, "status": "failed", "error": "x" * 2000})
+        metrics_file.write(tmp_path, {**old, "status": "failed", "error": "x" * 20_000})  # past the record's blocks
     assert metrics_file.read(tmp_path)["status"] == "failed"
     assert not list(tmp_path.glob("*.tmp")) and json.loads(metrics_file.path(tmp_path).read_text())
