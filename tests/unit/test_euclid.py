@@ -310,12 +310,14 @@ def test_deterministic_algorithms_asked_for_run_the_torch_path_not_the_kernel(mo
     monkeypatch.setattr(mixer, "triton_euclid_attention", lambda *args: launched.append(args) or args[0])
     attn = EuclidAttention(8, heads=2, path="fused")
     x = torch.randn(2, 5, 8)
-    attn(x)
-    assert launched  # the kernel where it is available
-    launched.clear()
-    torch.use_deterministic_algorithms(True)
+    was = torch.are_deterministic_algorithms_enabled()  # a Trainer with deterministic=true earlier in this process
     try:
+        torch.use_deterministic_algorithms(False)
+        attn(x)
+        assert launched  # the kernel where it is available
+        launched.clear()
+        torch.use_deterministic_algorithms(True)
         attn(x)
     finally:
-        torch.use_deterministic_algorithms(False)
+        torch.use_deterministic_algorithms(was)
     assert not launched
