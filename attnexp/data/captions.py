@@ -8,7 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule
+from attnexp.data.seq2seq import Seq2SeqDataModule
+from attnexp.data.splits import SPLITS, DealtSplits
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
 from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID, SEQ2SEQ_SPECIALS
@@ -35,7 +36,7 @@ def canvases(
     return x, labels[pick].masked_fill(~present, -1)
 
 
-class CaptionsDataModule(Seq2SeqDataModule):
+class CaptionsDataModule(Seq2SeqDataModule, DealtSplits):
     """Canvases of 1 to ``max_digits`` digit images side by side (``images=mnist`` or the bundled 8x8
     ``digits``), each captioned by its digits as words in ``language`` (``en``: "seven three"; ``es``:
     "siete tres"). The images are pooled by split first: test canvases come from the test images only,
@@ -50,27 +51,14 @@ class CaptionsDataModule(Seq2SeqDataModule):
         images: str = "mnist",
         language: str = "en",
         max_digits: int = 3,
-        train_size: int = 20000,
-        val_size: int = 2000,
-        test_size: int = 2000,
         val_fraction: float = 0.1,
         patch_size: int | None = None,
         root: str = "data",
         download: bool = True,
-        batch_size: int = 64,
-        eval_batch_size: int = 500,
-        split_seed: int = 0,
+        **splits: Any,
     ) -> None:
-        super().__init__(batch_size, eval_batch_size)
-        check(
-            "data",
-            max_digits=max_digits,
-            train_size=train_size,
-            val_size=val_size,
-            test_size=test_size,
-            patch_size=patch_size,
-            split_seed=split_seed,
-        )
+        super().__init__(**splits)
+        check("data", max_digits=max_digits, patch_size=patch_size)
         for key, value, allowed in (("images", images, SCALE), ("language", language, WORDS)):
             if value not in allowed:
                 raise AttnexpError(
@@ -82,9 +70,7 @@ class CaptionsDataModule(Seq2SeqDataModule):
                 "kept for validation), e.g. 0.1."
             )
         self.images, self.language, self.max_digits = images, language, max_digits
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.val_fraction, self.patch_size, self.root, self.download = val_fraction, patch_size, root, download
-        self.split_seed = split_seed
         self.stats: dict[str, float] = {}
 
     def prepare_data(self) -> None:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import torch
 
 from attnexp.data.date_formats import formats_for, render
-from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
+from attnexp.data.seq2seq import Seq2SeqDataModule, encode_rows
+from attnexp.data.splits import SPLITS, DealtSplits
 from attnexp.errors import AttnexpError
-from attnexp.rules import check
 from attnexp.tokens import SEQ2SEQ_SPECIALS
 
 
-class DatesDataModule(Seq2SeqDataModule):
+class DatesDataModule(Seq2SeqDataModule, DealtSplits):
     """Every date from ``first_year``-01-01 to ``last_year``-12-31 is one possible example. The dates are shuffled
     once with ``split_seed`` and dealt to test, val and train, so no val or test date occurs in training (in any
     format); each example writes its date in a format drawn from the seed (:mod:`attnexp.data.date_formats`:
@@ -22,19 +23,8 @@ class DatesDataModule(Seq2SeqDataModule):
     source (day, month, year to year, month, day), so the cross-attention must learn a non-monotonic alignment.
     """
 
-    def __init__(
-        self,
-        first_year: int = 1950,
-        last_year: int = 2049,
-        train_size: int = 20000,
-        val_size: int = 2000,
-        test_size: int = 2000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
-    ) -> None:
-        super().__init__(batch_size, eval_batch_size)
-        check("data", train_size=train_size, val_size=val_size, test_size=test_size, split_seed=split_seed)
+    def __init__(self, first_year: int = 1950, last_year: int = 2049, **splits: Any) -> None:
+        super().__init__(**splits)
         if not 1 <= first_year <= last_year <= 9999:
             raise AttnexpError(
                 f"data.first_year={first_year} and data.last_year={last_year} must satisfy 1 <= first_year "
@@ -42,8 +32,6 @@ class DatesDataModule(Seq2SeqDataModule):
             )
         self.first, self.last = datetime.date(first_year, 1, 1), datetime.date(last_year, 12, 31)
         self.formats = formats_for(first_year, last_year)
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
-        self.split_seed = split_seed
         days = (self.last - self.first).days + 1
         if sum(self.sizes.values()) > days:
             raise AttnexpError(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
-from attnexp.data.tensor_loader import SplitLoaders
+from attnexp.data.splits import SplitLoaders
 from attnexp.errors import AttnexpError, divisors
 from attnexp.rules import check
 
@@ -21,7 +20,7 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     return patches.reshape(n, (h // p) * (w // p), c * p * p)
 
 
-class ImageDataModule(SplitLoaders, pl.LightningDataModule):
+class ImageDataModule(SplitLoaders):
     """Base for image classification data held whole in memory.
 
     Subclasses set ``name``, ``image_size``, ``channels``, ``num_classes`` and
@@ -48,24 +47,16 @@ class ImageDataModule(SplitLoaders, pl.LightningDataModule):
         split_seed: int = 0,
         augment: Callable[[Tensor], Tensor] | None = None,
     ) -> None:
-        super().__init__()
-        check(
-            "data",
-            patch_size=patch_size,
-            val_size=val_size,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            split_seed=split_seed,
-        )
+        super().__init__(batch_size, eval_batch_size)
+        check("data", patch_size=patch_size, val_size=val_size, split_seed=split_seed)
         if patch_size is not None and self.image_size % patch_size:
             raise AttnexpError(
                 f"data.patch_size={patch_size} does not divide the {self.name} image size "
                 f"{self.image_size}: patches must tile the image. Allowed: {divisors(self.image_size)}."
             )
         self.root, self.patch_size, self.val_size = root, patch_size, val_size
-        self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
+        self.split_seed = split_seed
         self.augment = augment
-        self.splits: dict[str, tuple[Tensor, Tensor]] = {}
 
     @property
     def spec(self) -> dict[str, int | None]:

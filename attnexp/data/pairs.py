@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnexp.data.seq2seq import SPLITS, Seq2SeqDataModule, encode_rows
+from attnexp.data.seq2seq import Seq2SeqDataModule, encode_rows
+from attnexp.data.splits import SPLITS
 from attnexp.data.text import read_text, split_fractions
 from attnexp.data.vocabulary import check_level, tokenize
 from attnexp.errors import AttnexpError
@@ -53,10 +54,9 @@ class PairsDataModule(Seq2SeqDataModule):
         level: str = "word",
         val_fraction: float = 0.1,
         test_fraction: float = 0.1,
-        batch_size: int = 64,
-        eval_batch_size: int = 500,
+        **loaders: Any,
     ) -> None:
-        super().__init__(batch_size, eval_batch_size)
+        super().__init__(**loaders)
         check_level(level)
         self.path, self.level = path, level
         self.fractions = split_fractions(val_fraction, test_fraction)

@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
-from attnexp.data.tensor_loader import SplitLoaders
+from attnexp.data.splits import SplitLoaders
 from attnexp.data.vocabulary import Vocabulary
 from attnexp.errors import AttnexpError
-from attnexp.rules import check
 from attnexp.tokens import BOS_ID, EOS_ID, PAD_ID
-
-SPLITS = ("train", "val", "test")
 
 
 def encode_rows(rows: Sequence[Sequence[str]], vocab: Vocabulary, length: int, bos_eos: bool) -> Tensor:
@@ -30,12 +26,14 @@ def encode_rows(rows: Sequence[Sequence[str]], vocab: Vocabulary, length: int, b
     return torch.tensor(out, dtype=torch.long)
 
 
-class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
+class Seq2SeqDataModule(SplitLoaders):
     """Splits of ``(source, target)`` tensors. A target is target-vocabulary ids ``[bos] ... [eos]`` then
     ``[pad]`` (id 0) up to ``tgt_len``; a text source is source-vocabulary ids then ``[pad]`` up to ``src_len``
     (subclasses with image sources set ``src_vocab = None`` and describe the images in :attr:`spec`).
     Subclasses implement :meth:`build`, which fills ``splits`` and the vocabularies and lengths; the
-    vocabularies travel in checkpoints (``attnexp-predict`` needs no data).
+    vocabularies travel in checkpoints (``attnexp-predict`` needs no data). The constructor passes its options on:
+    batch sizes to :class:`SplitLoaders`, and for a generated set (``class X(Seq2SeqDataModule, DealtSplits)``) the
+    split sizes and seed to :class:`~attnexp.data.splits.DealtSplits`.
     """
 
     src_vocab: Any = None  # Vocabulary (None for image sources), built or restored in setup
@@ -43,11 +41,8 @@ class Seq2SeqDataModule(SplitLoaders, pl.LightningDataModule):
     src_len: int = 0
     tgt_len: int = 0
 
-    def __init__(self, batch_size: int, eval_batch_size: int) -> None:
-        super().__init__()
-        check("data", batch_size=batch_size, eval_batch_size=eval_batch_size)
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.splits: dict[str, tuple[Tensor, Tensor]] = {}
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self.restored: dict[str, Any] = {}  # vocabularies from a checkpoint, used by build
 
     def build(self) -> None:

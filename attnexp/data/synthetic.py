@@ -6,20 +6,16 @@ import math
 from collections.abc import Callable
 from functools import partial
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
 from attnexp.data.priors import answer_chance, sequence_chance
-from attnexp.data.tensor_loader import SplitLoaders
+from attnexp.data.splits import SPLITS, DealtSplits
 from attnexp.errors import AttnexpError
-from attnexp.rules import check
 from attnexp.tokens import NO_TARGET
 
-SPLITS = ("train", "val", "test")
 
-
-class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
+class SyntheticDataModule(DealtSplits):
     """Base of the generated tasks: subclasses implement :meth:`generate` and set ``vocab_size`` and ``context``.
 
     The splits are dealt at random from one pool of distinct inputs drawn from one stream of ``split_seed``
@@ -35,31 +31,6 @@ class SyntheticDataModule(SplitLoaders, pl.LightningDataModule):
     chance: float = math.nan
     num_classes: int | None = None  # set for sequence classification (one label per input)
     apart: tuple[str, ...] = ()  # splits drawn from a distribution of their own (:meth:`draw_apart`)
-
-    def __init__(
-        self,
-        train_size: int = 20000,
-        val_size: int = 1000,
-        test_size: int = 1000,
-        batch_size: int = 64,
-        eval_batch_size: int = 1000,
-        split_seed: int = 0,
-    ) -> None:
-        """The splits every generated task has: their sizes, batch sizes and the seed they are drawn from (each
-        task's constructor passes them on as ``**splits``)."""
-        super().__init__()
-        check(
-            "data",
-            train_size=train_size,
-            val_size=val_size,
-            test_size=test_size,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            split_seed=split_seed,
-        )
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
-        self.batch_size, self.eval_batch_size, self.split_seed = batch_size, eval_batch_size, split_seed
-        self.splits: dict[str, tuple[Tensor, Tensor]] = {}
 
     @property
     def spec(self) -> dict[str, int]:

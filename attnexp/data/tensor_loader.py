@@ -134,25 +134,3 @@ def training_device(datamodule: Any) -> torch.device:
     """Where a data module's training batches go: its trainer's device, else the CPU (a loader made outside a fit)."""
     trainer = getattr(datamodule, "trainer", None)
     return trainer.strategy.root_device if trainer is not None else torch.device("cpu")
-
-
-class SplitLoaders:
-    """Data-module mixin: train/val/test loaders over ``self.splits[name] = (x, y)``.
-
-    Training batches have ``batch_size``, are reshuffled each epoch and are sliced on the training device;
-    evaluation batches have ``eval_batch_size``, keep their order and come from the host (a few large batches an
-    epoch, which figures and telemetry also read).
-    """
-
-    splits: dict[str, tuple[Tensor, Tensor]]
-    batch_size: int
-    eval_batch_size: int
-
-    def train_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["train"], self.batch_size, shuffle=True, device=training_device(self))
-
-    def val_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["val"], self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return tensor_loader(*self.splits["test"], self.eval_batch_size, shuffle=False)

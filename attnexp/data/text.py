@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from attnexp.data.tensor_loader import RandomStarts, SplitLoaders, StreamWindows, training_device
+from attnexp.data.splits import SplitLoaders
+from attnexp.data.tensor_loader import RandomStarts, StreamWindows, training_device
 from attnexp.data.vocabulary import Vocabulary, check_level, tokenize
 from attnexp.errors import AttnexpError
 from attnexp.rules import check
@@ -85,7 +85,7 @@ def windows(ids: Tensor, context: int, stride: int) -> tuple[Tensor, Tensor]:
     return cut[:, :-1], cut[:, 1:]
 
 
-class TextDataModule(SplitLoaders, pl.LightningDataModule):
+class TextDataModule(SplitLoaders):
     """A text file as next-token windows: train, val and test are consecutive parts of the text.
 
     Tokens are words and punctuation marks (``level=word``) or characters
@@ -110,24 +110,15 @@ class TextDataModule(SplitLoaders, pl.LightningDataModule):
         eval_batch_size: int = 256,
         windows: int | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(batch_size, eval_batch_size)
         check_level(level)
-        check(
-            "data",
-            context=context,
-            stride=stride,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            windows=windows,
-        )
+        check("data", context=context, stride=stride, windows=windows)
         self.windows = windows
         stride = context if stride is None else stride
         self.path, self.level, self.context, self.stride = path, level, context, stride
         self.fractions = split_fractions(val_fraction, test_fraction)
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.vocab: Any = None  # a Vocabulary, built or restored in setup
         self.streams: dict[str, Tensor] = {}  # token ids of each part  # (N,)
-        self.splits: dict[str, tuple[Tensor, Tensor]] = {}
 
     @property
     def spec(self) -> dict[str, int]:
