@@ -227,8 +227,12 @@ def tensorboard_serves(words: list[str], cwd: Path, env: dict[str, str]) -> subp
         said += line
         if "http://" in line:
             break
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
+    proc.send_signal(signal.SIGINT)  # stopped as a user stops it, else killed: what is tested is that it serves
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=60)
     return subprocess.CompletedProcess(words, 0 if "http://" in said else 1, said, "")
 
 

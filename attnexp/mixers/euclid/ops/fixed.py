@@ -37,9 +37,8 @@ from attnexp.mixers.euclid.formula import (
 )
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
-from attnexp.mixers.euclid.ops.tiles import blocked_tile, key_grad, tiles, value_grad
+from attnexp.mixers.euclid.ops.tiles import TileForward, backward_tile, blocked_tile, tiles
 
-LN2 = math.log(2.0)
 FOLDED_EPS = 1e-8  # at most this eps, a key beyond the nearest scores 1/sqrt(d^2 + eps^2) (see forward_tile)
 
 
@@ -52,6 +51,23 @@ class Nearest(NamedTuple):
     floor: Tensor  # (n, c, 1) no other key's squared distance is taken below this (the farthest of them)
     top: Tensor  # (n, c, 1) the row's largest score (the nearest's)
     diffs: Tensor | None  # (n, c, K, D) k_j - q_i, when kept for the backward pass
+
+    def split(self, g: Tensor, tile: TileForward, rs: Tensor) -> Tensor:
+        """The nearest keys' terms (n, c, K), times pw; zeros in ``g``."""
+        assert tile.pw is not None
+        terms = g.gather(-1, self.idx).mul_(tile.pw.gather(-1, self.idx))
+        g.scatter_(-1, self.idx, 0.0)
+        return terms
+
+    def join(self, terms: Tensor, q: Tensor, k: Tensor, dq: Tensor, dk: Tensor, s2: float) -> None:
+        """g_ij (k_j - q_i) from the differences, both sides."""
+        rows = self.rows.view(-1)
+        diffs = self.diffs
+        if diffs is None:
+            diffs = nearest_differences(q, k, self.idx, workspace(4, (rows.numel(), q.shape[-1]), q), rows)
+        pairs = torch.mul(diffs, terms.unsqueeze_(-1), out=workspace(4, diffs.shape, q))  # g_ij (k_j - q_i)
+        dk.view(-1, dk.shape[-1]).index_add_(0, rows, pairs.view(-1, pairs.shape[-1]), alpha=-s2)
+        dq.add_(torch.sum(pairs, 2, out=workspace(5, q.shape, q)), alpha=s2)
 
 
 def nearest(
@@ -90,17 +106,6 @@ def tile_nearest(near: Nearest, g: slice, r: slice, keys: int) -> Nearest:
     """The part of a whole call's nearest keys a tile (groups ``g``, query rows ``r``) holds, rows into its keys."""
     idx = near.idx[g, r]
     return Nearest(idx, key_rows(idx, keys).view(idx.shape), near.d[g, r], near.floor[g, r], near.top[g, r], None)
-
-
-class TileForward(NamedTuple):
-    """One tile's forward pass: its output, unnormalised weights ``e``, their row sums ``s``, ``pw`` = e * z^2 / d (for
-    the backward; None when not asked for) and the nearest keys."""
-
-    out: Tensor  # (n, c, Dv)
-    e: Tensor  # (n, c, Lk)
-    s: Tensor  # (n, c, 1)
-    pw: Tensor | None
-    near: Nearest
 
 
 def forward_tile(
@@ -154,41 +159,6 @@ def forward_tile(
         else:
             pw = z.square_().div_(d).nan_to_num_(nan=math.nan, posinf=0.0).mul_(e)
     return TileForward(out, e, s, pw, near)
-
-
-def backward_tile(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    tile: TileForward,
-    dout: Tensor,
-    scale: float,
-    dq: Tensor | None = None,
-    dk: Tensor | None = None,
-    dv: Tensor | None = None,
-    first: bool = True,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Gradients of one tile: ``dq`` (n, c, D), and ``dk``, ``dv`` (n, Lk, *) written when ``first`` (the group's first
-    tile), else added to; into the given tensors, or new ones where None. ``dout`` is the tile's output gradient
-    divided by the row sums; ``scale`` in base 2, as the forward pass's."""
-    s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
-    e, pw, near = tile.e, tile.pw, tile.near
-    dv = value_grad(e, dout, v, dv, first)
-    # dp / s (n, c, Lk), in float32 (the factor z^2 / d magnifies its rounding)
-    g = torch.bmm(dout, (v if v.dtype == e.dtype else v.float()).transpose(1, 2), out=workspace(3, e.shape, e))
-    rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)  # rowsum(p * dp) / s
-    g.sub_(rs).mul_(pw)
-    picked = g.gather(-1, near.idx)  # (n, c, K): the nearest keys' terms come from their differences, both sides
-    g.scatter_(-1, near.idx, 0.0)
-    dk = key_grad(g, q, k, s2, dk, first)
-    dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    rows = near.rows.view(-1)
-    diffs = near.diffs
-    if diffs is None:
-        diffs = nearest_differences(q, k, near.idx, workspace(4, (rows.numel(), q.shape[-1]), q), rows)
-    terms = torch.mul(diffs, picked.unsqueeze_(-1), out=workspace(4, diffs.shape, q))  # g_ij (k_j - q_i)
-    dk.view(-1, dk.shape[-1]).index_add_(0, rows, terms.view(-1, terms.shape[-1]), alpha=-s2)
-    return dq.add_(torch.sum(terms, 2, out=workspace(5, q.shape, q)), alpha=s2), dk, dv
 
 
 class FixedEuclid(torch.autograd.Function):
@@ -258,7 +228,7 @@ class FixedEuclid(torch.autograd.Function):
                     tile_nearest(near, g, r, k.shape[1]),
                 )
                 backward_tile(
-                    q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, dq[g, r], dk[g], dv[g], first=g.start not in done
+                    q[g, r], k[g], v[g], tile, dout[g, r], ctx.scale, None, dq[g, r], dk[g], dv[g], g.start not in done
                 )
                 done.add(g.start)
         return dq, dk, like(dv, v), None, None, None, None

@@ -13,8 +13,9 @@ import torch
 from torch import Tensor
 
 from attnexp.mixers.euclid.formula import autocast_on, float32_math
-from attnexp.mixers.euclid.ops.fixed import LN2, FixedEuclid, as_float, like
+from attnexp.mixers.euclid.ops.fixed import FixedEuclid, as_float, like
 from attnexp.mixers.euclid.ops.rows import RowsEuclid
+from attnexp.mixers.euclid.ops.tiles import LN2
 
 # Off a CPU a compiled graph runs the fixed-shape function as its eager kernels (a graph break): traced into the graph
 # on an H100 (torch 2.11, Triton) its backward pass gave zero gradients for q, k and v, the forward pass being right,

@@ -35,11 +35,10 @@ from torch.autograd.function import once_differentiable
 from attnexp.mixers.euclid.formula import FAR, ROW_NEAR, autocast_on, float32_math
 from attnexp.mixers.euclid.ops import tiles as tiling
 from attnexp.mixers.euclid.ops.memory import kept_memory, workspace
-from attnexp.mixers.euclid.ops.tiles import blocked_tile, key_grad, tiles, value_grad
+from attnexp.mixers.euclid.ops.tiles import TileForward, backward_tile, blocked_tile, tiles
 
 EXP_SAFE = 64.0  # largest base-2 score a general row may hold: 2^64 times the keys stays far inside float32
 FOLDED_EPS = 2**-24 / EXP_SAFE  # up to this eps general rows score 1/sqrt(d^2 + eps^2), 1/(d + eps) to rounding
-LN2 = math.log(2.0)
 
 
 class Exact(NamedTuple):
@@ -49,16 +48,23 @@ class Exact(NamedTuple):
     group: Tensor  # (m,): its group (batch * heads + head)
     diffs: Tensor  # (m, Lk, D) k_j - q_i
 
+    def split(self, g: Tensor, tile: TileForward, rs: Tensor) -> Tensor:
+        """The exact rows' g (k_j - q_i) (m, Lk, D), their rowsum(p * dp) taken from the weights (where one weight
+        is 1 it cancels exactly); zeros in ``g``."""
+        assert tile.pw is not None
+        lk = g.shape[-1]
+        rows = g.view(-1, lk)
+        dp = rows.index_select(0, self.at).add_(rs.view(-1, 1).index_select(0, self.at))  # (m, Lk)
+        weights = tile.e.view(-1, lk).index_select(0, self.at)
+        exact_rs = torch.linalg.vecdot(dp, weights).div_(tile.s.view(-1).index_select(0, self.at))
+        dp.sub_(exact_rs.unsqueeze_(-1)).mul_(tile.pw.view(-1, lk).index_select(0, self.at))
+        rows.index_fill_(0, self.at, 0.0)
+        return dp.unsqueeze_(-1) * self.diffs
 
-class TileForward(NamedTuple):
-    """One tile's forward pass: its output, unnormalised weights ``e``, their row sums ``s``, ``pw`` = e * z^2 / d
-    (for the backward; None when not asked for) and its exact rows (None: none)."""
-
-    out: Tensor  # (n, c, Dv)
-    e: Tensor  # (n, c, Lk)
-    s: Tensor  # (n, c, 1)
-    pw: Tensor | None
-    exact: Exact | None
+    def join(self, terms: Tensor, q: Tensor, k: Tensor, dq: Tensor, dk: Tensor, s2: float) -> None:
+        """Their rows of ``dq`` from the differences alone (not from rowsum(g) q - g k), their part of ``dk``."""
+        dq.view(-1, dq.shape[-1]).index_copy_(0, self.at, terms.sum(1).mul_(s2))
+        dk.index_add_(0, self.group, terms, alpha=-s2)
 
 
 def general_floor(eps: float, folded: bool) -> float:
@@ -156,48 +162,6 @@ def forward_tile(
     return TileForward(out, e, s, pw, exact)
 
 
-def backward_tile(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    tile: TileForward,
-    dout: Tensor,
-    rs: Tensor,
-    scale: float,
-    dq: Tensor | None = None,
-    dk: Tensor | None = None,
-    dv: Tensor | None = None,
-    first: bool = True,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Gradients of one tile: ``dq`` (n, c, D), and ``dk``, ``dv`` (n, Lk, *) written when ``first`` (the group's first
-    tile), else added to; into the given tensors, or new ones where None. ``dout`` is the tile's output gradient
-    divided by the row sums, ``rs`` rowsum(dout * out) (n, c, 1); ``scale`` in base 2, as the forward pass's."""
-    s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
-    e, pw, exact = tile.e, tile.pw, tile.exact
-    dv = value_grad(e, dout, v, dv, first)
-    if v.dtype == e.dtype:
-        g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
-    else:  # dp in float32 (the factor z^2 / d magnifies its rounding)
-        g = torch.bmm(dout, v.float().transpose(1, 2), out=workspace(3, e.shape, e)).sub_(rs)
-    near = None
-    if exact is not None:  # their rowsum(p * dp) from the weights (where one weight is 1 it cancels exactly) and
-        # their pairs' g (k_j - q_i) from the differences, not from rowsum(g) q - g k
-        rows = g.view(-1, e.shape[-1])
-        dp = rows.index_select(0, exact.at).add_(rs.view(-1, 1).index_select(0, exact.at))  # (m, Lk)
-        weights = e.view(-1, e.shape[-1]).index_select(0, exact.at)
-        exact_rs = torch.linalg.vecdot(dp, weights).div_(tile.s.view(-1).index_select(0, exact.at))
-        dp.sub_(exact_rs.unsqueeze_(-1)).mul_(pw.view(-1, e.shape[-1]).index_select(0, exact.at))
-        near = dp.unsqueeze_(-1) * exact.diffs  # (m, Lk, D)
-        rows.index_fill_(0, exact.at, 0.0)
-    g.mul_(pw)
-    dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
-    dk = key_grad(g, q, k, s2, dk, first)
-    if near is not None:
-        dq.view(-1, dq.shape[-1]).index_copy_(0, exact.at, near.sum(1).mul_(s2))
-        dk.index_add_(0, exact.group, near, alpha=-s2)
-    return dq, dk, dv
-
-
 class RowsEuclid(torch.autograd.Function):
     """softmax(ln 2 / (||q - k|| * scale + eps)) v (base-2 scores: euclid's with ``scale`` and ``eps`` times ln 2) on
     (N, L, D) float32 CPU tensors, N = batch * heads, its exact rows found by reading the data; ``blocked`` a bool
@@ -220,7 +184,7 @@ class RowsEuclid(torch.autograd.Function):
             tile = forward_tile(
                 q, k, v, blocked_tile(blocked, heads, slice(0, n), slice(0, lq)), scale, eps, kept, grads
             )
-            ctx.parts, ctx.exact = None, tile.exact
+            ctx.parts, ctx.exact = None, tile.near
             ctx.save_for_backward(q, k, v, tile.out, tile.s, blocked, tile.e, tile.pw)
             return tile.out
         ctx.parts = tiles(n, lq, lk, q.device)
@@ -241,7 +205,7 @@ class RowsEuclid(torch.autograd.Function):
             dout = torch.div(dout.float(), s, out=workspace(6, dout.shape, q))  # (N, Lq, Dv) / row sums
             rs = torch.linalg.vecdot(dout, out).unsqueeze_(-1)  # rowsum(p * dp) / s
             if ctx.parts is None:
-                dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, ctx.exact), dout, rs, ctx.scale)
+                dq, dk, dv = backward_tile(q, k, v, TileForward(out, e, s, pw, ctx.exact), dout, ctx.scale, rs)
                 return dq, dk, dv if dv.dtype == v.dtype else dv.to(v.dtype), None, None, None, None
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v, dtype=torch.float32)
             done: set[int] = set()
@@ -255,8 +219,8 @@ class RowsEuclid(torch.autograd.Function):
                     v[g],
                     tile,
                     dout[g, r],
-                    rs[g, r],
                     ctx.scale,
+                    rs[g, r],
                     dq[g, r],
                     dk[g],
                     dv[g],

@@ -1,9 +1,17 @@
-"""Tiles of query rows for long sequences: each holds every key of its rows (so a row's softmax is whole)."""
+"""Tiles of query rows for long sequences: each holds every key of its rows (so a row's softmax is whole); a tile's
+forward pass as both CPU paths keep it, and its backward pass, written once."""
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple, Protocol
+
 import torch
 from torch import Tensor
+
+from attnexp.mixers.euclid.ops.memory import workspace
+
+LN2 = math.log(2.0)
 
 KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this many, the forward keeps its weights
 CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
@@ -54,3 +62,67 @@ def key_grad(g: Tensor, q: Tensor, k: Tensor, s2: float, dk: Tensor | None, firs
         return torch.mul(k, cols, out=dk).baddbmm_(g.transpose(1, 2), q, beta=-s2, alpha=s2)
     assert dk is not None
     return dk.baddbmm_(g.transpose(1, 2), q, alpha=s2).addcmul_(k, cols, value=-s2)
+
+
+class NearKeys(Protocol):
+    """The scores of a tile whose gradients come from the differences ``k_j - q_i`` rather than from the expansion
+    (where it loses the distance to rounding): each row's nearest keys on the fixed-shape path, every key of the rows
+    that need it on the rows path."""
+
+    def split(self, g: Tensor, tile: TileForward, rs: Tensor) -> Tensor:
+        """Their terms of the score gradient, from ``g`` = dp / s - ``rs`` before the factor ``pw``, taken out of
+        ``g`` (zeros left there)."""
+        ...
+
+    def join(self, terms: Tensor, q: Tensor, k: Tensor, dq: Tensor, dk: Tensor, s2: float) -> None:
+        """Their part of the gradients, put into ``dq`` and ``dk``."""
+        ...
+
+
+class TileForward(NamedTuple):
+    """One tile's forward pass: its output, unnormalised weights ``e``, their row sums ``s``, ``pw`` = e * z^2 / d (for
+    the backward; None when not asked for) and the scores whose gradients come from differences (None: none)."""
+
+    out: Tensor  # (n, c, Dv)
+    e: Tensor  # (n, c, Lk)
+    s: Tensor  # (n, c, 1)
+    pw: Tensor | None
+    near: NearKeys | None
+
+
+def backward_tile(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    tile: TileForward,
+    dout: Tensor,
+    scale: float,
+    rs: Tensor | None = None,
+    dq: Tensor | None = None,
+    dk: Tensor | None = None,
+    dv: Tensor | None = None,
+    first: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Gradients of one tile: ``dq`` (n, c, D), and ``dk``, ``dv`` (n, Lk, *) written when ``first`` (the group's first
+    tile), else added to; into the given tensors, or new ones where None. ``dout`` is the tile's output gradient
+    divided by the row sums; ``scale`` in base 2, as the forward pass's. ``rs``: rowsum(dout * out) (n, c, 1), as
+    flash attention takes it, or None to take rowsum(p * dp) from the weights (exact where one weight is 1 and the
+    factor z^2 / d is huge)."""
+    s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
+    e, pw = tile.e, tile.pw
+    assert pw is not None
+    dv = value_grad(e, dout, v, dv, first)
+    if rs is not None and v.dtype == e.dtype:
+        g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
+    else:  # dp / s in float32 (the factor z^2 / d magnifies its rounding)
+        g = torch.bmm(dout, (v if v.dtype == e.dtype else v.float()).transpose(1, 2), out=workspace(3, e.shape, e))
+        if rs is None:
+            rs = torch.mul(g, e, out=workspace(0, e.shape, e)).sum(-1, keepdim=True).div_(tile.s)
+        g.sub_(rs)
+    terms = None if tile.near is None else tile.near.split(g, tile, rs)
+    g.mul_(pw)
+    dq = torch.mul(q, g.sum(-1, keepdim=True), out=dq).baddbmm_(g, k, beta=-s2, alpha=s2)
+    dk = key_grad(g, q, k, s2, dk, first)
+    if tile.near is not None and terms is not None:
+        tile.near.join(terms, q, k, dq, dk, s2)
+    return dq, dk, dv
