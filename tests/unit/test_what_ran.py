@@ -256,3 +256,22 @@ def test_a_sweep_a_config_defines_is_checked_as_the_jobs_hydra_runs():
     assert made == [(d, m) for d in data for m in ("dot", "euclid")]
     alone = jobs_of(["--multirun", "experiment=diagnostics", "data=recall", "model=dot"], CONFIG_DIR)
     assert [j.hydra.runtime.choices.data for j in alone] == ["recall"]  # the command line's value wins
+
+
+def test_a_library_outside_this_interpreters_site_packages_is_installed_not_the_users(tmp_path, monkeypatch):
+    """Packages reached through --system-site-packages, a .pth file or a pip --target folder are libraries: a config's
+    target in one (an optimizer, a callback) is named by its version, its files are not read as the user's code (the
+    walk read 5,400 of torch's files, 50 s a run, in a virtual environment that reuses another's packages)."""
+    libs, user = tmp_path / "libs", tmp_path / "project"
+    (libs / "fakelib").mkdir(parents=True)
+    (libs / "fakelib-1.0.dist-info").mkdir()
+    (libs / "fakelib" / "__init__.py").write_text("from fakelib import sub\n\nclass Optimizer:\n    pass\n")
+    (libs / "fakelib" / "sub.py").write_text("X = 1\n")
+    user.mkdir()
+    (user / "mixer.py").write_text("import fakelib\n\nclass Mine:\n    pass\n")
+    monkeypatch.syspath_prepend(str(libs))
+    identity.library_roots.cache_clear()
+    try:
+        assert identity.user_modules(["fakelib.Optimizer", "mixer.Mine"], [user]) == {"mixer.py": user / "mixer.py"}
+    finally:
+        identity.library_roots.cache_clear()
