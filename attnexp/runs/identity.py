@@ -79,19 +79,19 @@ def hashed(path: Path) -> str:
 
 
 @functools.cache
-def library_roots() -> tuple[Path, ...]:
+def library_roots(path: tuple[str, ...]) -> tuple[Path, ...]:
     """The folders of the standard library and of installed packages: this interpreter's, and every folder on
-    ``sys.path`` that holds an installed distribution's ``.dist-info`` (site-packages reached through
+    ``path`` (``sys.path``) that holds an installed distribution's ``.dist-info`` (site-packages reached through
     ``--system-site-packages`` or a ``.pth`` file, the user's site, a ``pip --target`` folder). A package installed in
     editable mode keeps its metadata there and its source in the user's folder, which stays the user's code."""
     roots = {Path(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.update(Path(p) for p in sys.path if p and Path(p).is_dir() and next(Path(p).glob("*.dist-info"), None))
+    roots.update(Path(p) for p in path if p and Path(p).is_dir() and next(Path(p).glob("*.dist-info"), None))
     return tuple(dict.fromkeys(r.resolve() for r in roots))
 
 
 def installed_or_standard(file: Path) -> bool:
     """A file of the standard library or of an installed package, which its version names."""
-    return any(file.is_relative_to(root) for root in library_roots())
+    return any(file.is_relative_to(root) for root in library_roots(tuple(sys.path)))
 
 
 def module_key(name: str, file: Path) -> str:

@@ -270,8 +270,4 @@ def test_a_library_outside_this_interpreters_site_packages_is_installed_not_the_
     user.mkdir()
     (user / "mixer.py").write_text("import fakelib\n\nclass Mine:\n    pass\n")
     monkeypatch.syspath_prepend(str(libs))
-    identity.library_roots.cache_clear()
-    try:
-        assert identity.user_modules(["fakelib.Optimizer", "mixer.Mine"], [user]) == {"mixer.py": user / "mixer.py"}
-    finally:
-        identity.library_roots.cache_clear()
+    assert identity.user_modules(["fakelib.Optimizer", "mixer.Mine"], [user]) == {"mixer.py": user / "mixer.py"}
