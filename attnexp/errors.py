@@ -31,6 +31,15 @@ class MixerError(AttnexpError):
     input: the settings may be right and the mixer wrong."""
 
 
+class CommandFailed(AttnexpError):
+    """A command called from Python (``attnexp.run``, ...) refused its input or failed before it made anything: the
+    paragraph it printed, and the exit status the console script would have ended with."""
+
+    def __init__(self, paragraph: str, status: int) -> None:
+        super().__init__(paragraph)
+        self.status = status
+
+
 def divisors(n: int) -> list[int]:
     """The values that divide ``n``: what messages list as allowed patch sizes or head counts."""
     return [d for d in range(1, n + 1) if n % d == 0]

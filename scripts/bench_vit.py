@@ -109,7 +109,7 @@ def main() -> None:
             root=root,
             download=False,
             verify_checksums=False,
-            val_size=0,
+            val_size=1,  # the one image held out of a split both pipelines otherwise train on whole
             batch_size=args.batch_size,
             augment=BatchAugment(crop_padding=4, flip=True),
         )

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-SLOW_TIERS = ("fits", "cli", "user")  # whole training runs: the slow tier (pytest -m "not slow" leaves them out)
+# The tiers, by folder: unit (the inner loop, about a minute); compilers (torch.compile and offline Triton compiles);
+# fits (training runs in this process); cli (the commands in this process); process (what a process is the subject
+# of: signals, kills, two writers, installs, start-up imports, Triton's interpreter, each console script once); user
+# (the documented commands).
+SLOW_TIERS = ("fits", "cli", "process", "user")  # whole training runs: pytest -m "not slow" leaves them out
+MARKED = ("compilers", "process", "user")  # a marker per tier of these: pytest -m "not compilers", -m process
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,7 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
 
 
-FIRST = ("user", "cli", "fits")  # the longest tests start first: on few cores the quick ones fill in around them
+FIRST = ("user", "process", "cli", "compilers", "fits")  # the longest first: on few cores the quick ones fill in
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,8 +40,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = Path(item.fspath).parent.name
         if tier in SLOW_TIERS:
             item.add_marker(pytest.mark.slow)
-        if tier == "user":
-            item.add_marker(pytest.mark.user)
+        if tier in MARKED:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
-"""Checks of euclid's Triton kernel, shared by two tiers: the unit tier runs them on the CPU under Triton's
-interpreter (tests/unit/test_euclid_kernel.py starts a process with ``TRITON_INTERPRET=1``: Triton reads it when it
-is first imported, and every test process has imported it by then), the GPU tier on CUDA (tests/gpu/). Values and
-gradients against float64 with every kind of mask SDPA takes, keys near their query (three in one tile), bf16
-inputs (small ones too, against the CPU path's error), rows that see nothing, a NaN, empty inputs, meta tensors,
-float64, the operator's registration and one compiled graph in the mixer's layout. The shipped tiles (64 keys, 64
-queries forward, 32 backward): inputs of 70 and more span several.
+"""Checks of euclid's Triton kernel, shared by two tiers: the process tier runs them on the CPU under Triton's
+interpreter (tests/process/test_euclid_kernel_interpreter.py starts a process with ``TRITON_INTERPRET=1``: Triton
+reads it when it is first imported, and every test process has imported it by then), the GPU tier on CUDA
+(tests/gpu/). Values and gradients against float64 with every kind of mask SDPA takes, keys near their query (three
+in one tile), bf16 inputs (small ones too, against the CPU path's error), rows that see nothing, a NaN, empty inputs,
+meta tensors, float64, the operator's registration and one compiled graph in the mixer's layout. The shipped tiles
+(64 keys, 64 queries forward, 32 backward): inputs of 70 and more span several.
 
     TRITON_INTERPRET=1 PYTHONPATH=. python -m pytest tests/euclid_kernel_cases.py
 """

@@ -1,17 +1,24 @@
-"""Helpers shared by the tests: CLI runs (in the foreground and the background), stand-in data files, composed
+"""Helpers shared by the tests: the commands run in the test's process (``run_script``, ``run_cli``, ``run_kit``) or as
+processes of their own where a process is the subject (``run_process``, ``start``), stand-in data files, composed
 configs, event files."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import os
 import signal
 import struct
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
+import traceback
+from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,17 +49,93 @@ def command(name: str, *args: str) -> list[str]:
     return [str(script), *args]
 
 
-def run_script(
+def run_process(
     cwd: Path, name: str, *args: str, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """Run the console script ``name`` with ``args`` in ``cwd``, as a user's shell would."""
+    """The console script ``name`` with ``args`` as a process of its own, started in ``cwd`` as a user's shell would:
+    for tests whose subject is a process (signals, installs, imports at start-up, an exit status of the script)."""
     return subprocess.run(
         command(name, *args), cwd=cwd, env=user_env(env), capture_output=True, text=True, timeout=timeout
     )
 
 
+def entry_point(name: str):
+    """The function the installed console script ``name`` calls (the distribution's entry point)."""
+    scripts = entry_points(group="console_scripts")
+    (found,) = [ep for ep in scripts if ep.name == name and ep.value.startswith("attnexp.")]
+    return found.load()
+
+
+@contextlib.contextmanager
+def output_captured() -> Iterator[list[str]]:
+    """Everything written to file descriptors 1 and 2 in a block (Python's streams, a library's C code, a child
+    process), as ``[stdout, stderr]`` once the block ends."""
+    sys.stdout.flush(), sys.stderr.flush()
+    said: list[str] = []
+    streams = sys.stdout, sys.stderr
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        try:
+            yield said
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            sys.stdout, sys.stderr = streams
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+            for file in (out, err):
+                file.seek(0)
+                said.append(file.read().decode(errors="backslashreplace"))
+
+
+def script_path(pythonpath: str = "") -> list[str]:
+    """``sys.path`` as an interpreter starting a console script sets it: the script's folder, ``pythonpath``, then the
+    interpreter's own entries; not the test folders pytest put there."""
+    tests = REPO / "tests"
+    own = [p for p in sys.path if p and not Path(p).resolve().is_relative_to(tests)]
+    return [str(SCRIPTS), *(p for p in pythonpath.split(os.pathsep) if p), *(p for p in own if p != str(SCRIPTS))]
+
+
+def run_script(cwd: Path, name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The console script ``name`` with ``args``, run in this process as its process would run it: the function of
+    its entry point called with ``sys.argv``, in ``cwd``, with a user's shell's environment (and ``env``: its
+    ``PYTHONPATH`` goes on ``sys.path`` as an interpreter's start puts it), its output captured and its exit status as
+    the process would end with it (an uncaught error: 1, its traceback on stderr)."""
+    entry, argv = entry_point(name), [name, *args]
+    environ, here, before, path = user_env(env), os.getcwd(), dict(os.environ), list(sys.path)
+    root = logging.getLogger()
+    logged = list(root.handlers), root.level  # pytest's capture of log records: a fresh process's root has none
+    root.handlers[:], root.level = [], logging.WARNING
+    with output_captured() as said:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.argv[:] = argv
+        sys.path[:] = script_path(environ.get("PYTHONPATH", ""))
+        try:
+            entry()
+            status = 0
+        except SystemExit as ended:
+            status = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
+            if isinstance(ended.code, str):
+                print(ended.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            os.chdir(here)
+            os.environ.clear()
+            os.environ.update(before)
+            sys.path[:] = path
+            root.handlers[:], root.level = logged
+    return subprocess.CompletedProcess(argv, status, *said)
+
+
 def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``attnexp`` with ``overrides`` in ``cwd``."""
+    """Run ``attnexp`` with ``overrides`` in ``cwd`` (in this process)."""
     proc = run_script(cwd, "attnexp", *overrides, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -62,7 +145,7 @@ def run_cli(cwd: Path, *overrides: str, check: bool = True, env: dict | None = N
 
 
 def run_kit(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run ``attnexp-check`` with ``args`` in ``cwd``."""
+    """Run ``attnexp-check`` with ``args`` in ``cwd`` (in this process)."""
     return run_script(cwd, "attnexp-check", *args)
 
 

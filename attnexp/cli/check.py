@@ -4,6 +4,7 @@ train, at the size of the network the command composes, then a smoke run of that
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -13,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnexp.cli import entrypoint, preflight
+from attnexp.cli import command, entrypoint, preflight
 from attnexp.cli.budget import with_budget
 from attnexp.cli.smoke import composed_network, smoke_run
 from attnexp.cli.train import CONFIG_DIR
@@ -50,7 +51,13 @@ def main(cfg: DictConfig) -> Any:
         named = network_named(list(hydra_cfg.overrides.task))
         network = composed_mixer(cfg).request if named else None
         smoke = functools.partial(smoke_run, cfg)
-        passed = report(cfg, hydra_cfg.runtime.choices, network, smoke, say=lambda text: print(text, flush=True))
+        lines: list[str] = []
+
+        def say(text: str) -> None:
+            lines.append(text)
+            print(text, flush=True)
+
+        results = report(cfg, hydra_cfg.runtime.choices, network, smoke, say)
     except Exception as err:  # a module that cannot be loaded, an option the mixer refuses: bad input; a mixer's bug
         failure: BaseException = err
         if "torch" in sys.modules:
@@ -61,6 +68,8 @@ def main(cfg: DictConfig) -> Any:
             raise
         print(f"attnexp-check: {explain(failure)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input" if is_bad_input(failure) else "failed"]) from None
+    passed = all(r.ok is not False for r in results)
+    command.note_result({"passed": passed, "checks": [dataclasses.asdict(r) for r in results], "lines": lines})
     if not passed:
         raise SystemExit(EXIT_CODES["failed"])
 

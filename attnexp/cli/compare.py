@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from attnexp.cli import command
 from attnexp.comparison import files, margins
 from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
@@ -62,15 +63,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         files.write_all(result, out)
     except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
+        command.note_error(f"attnexp-compare: {shortened(str(err))}")
         print(f"attnexp-compare: {shortened(str(err))}", file=sys.stderr)
         return 2
+    command.note_result(result)
     print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
 
 
 def cli() -> None:
     """Console script ``attnexp-compare``."""
-    sys.exit(main())
+    with command.held("attnexp-compare"):
+        status = main()
+    sys.exit(status)
 
 
 if __name__ == "__main__":

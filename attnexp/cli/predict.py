@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import entrypoint
+from attnexp.cli import command, entrypoint
 from attnexp.cli.build import network as build_net
 from attnexp.cli.prediction import predict_next, predict_sequence
 from attnexp.cli.preflight import jobs_of
@@ -136,12 +136,15 @@ def main(cfg: DictConfig) -> Any:
     """The Hydra app behind ``attnexp-predict`` (:func:`cli`); a bad run folder, prompt or setting gets one
     paragraph and exit status 2."""
     try:
-        print(predict(cfg))
+        predicted = predict(cfg)
     except AttnexpError as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
+        command.note_error(f"attnexp-predict: {explain(err)}")
         print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
         raise SystemExit(EXIT_CODES["bad_input"]) from None
+    command.note_result(predicted)
+    print(predicted)
 
 
 def cli() -> None:

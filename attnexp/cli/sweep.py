@@ -13,6 +13,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from attnexp.cli import command
 from attnexp.comparison.files import write_all
 from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
@@ -31,6 +32,7 @@ class SweepCallback(Callback):
         # started (a script's background job, `attnexp ... &`), as a single run's fit handles SIGINT itself
         for stop in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop, signal.default_int_handler)
+        command.note_sweep(Path(config.hydra.sweep.dir), str(config.hydra.launcher.get("_target_")))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

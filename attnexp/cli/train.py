@@ -3,6 +3,7 @@ the config names, fit, test, and keep the run's record up to date. torch is impo
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -15,10 +16,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import config_dir
-from attnexp.cli import console, entrypoint, failures, preflight, report, schema, search_path
+from attnexp.cli import command, console, entrypoint, failures, preflight, report, schema, search_path
 from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
-from attnexp.cli.hardware import cores, sweep_jobs, threads_per_job
+from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES
 from attnexp.runs import data as data_of_run
@@ -92,18 +93,28 @@ def main(cfg: DictConfig) -> Any:
         report.link_job(folder)
     kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))
     if kind == "finished":
+        command.note_run(folder)
         for line in report.finished(folder, found):
             log.info(line)
         return found.get(metric or "val/acc_best")
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank Lightning started trains beside rank 0
-        try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
-            lock.take(folder)
-        except lock.Busy as busy:
-            return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
-        kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))  # again, under the lock
-        why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
-        if kind == "finished" or why:
-            return refused(folder, why, multirun, found, metric)
+    with contextlib.ExitStack() as held:
+        if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank Lightning started trains beside rank 0
+            try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
+                held.enter_context(lock.holding(folder))
+            except lock.Busy as busy:
+                return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
+            kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))  # again, under the lock
+            why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
+            if kind == "finished" or why:
+                return refused(folder, why, multirun, found, metric)
+        return trained(cfg, folder, kind, found)
+
+
+def trained(cfg: DictConfig, folder: Path, kind: str, found: dict[str, Any]) -> Any:
+    """Train the run of ``folder`` (what it holds: ``kind``, its record ``found``), recording it; its
+    ``optimized_metric``."""
+    hydra_cfg, multirun, metric = HydraConfig.get(), report.is_multirun(), cfg.get("optimized_metric")
+    command.note_run(folder)
     if kind == "restart":
         log.info(report.restarted(folder, found))
     overrides = [str(o) for o in hydra_cfg.overrides.task]
@@ -138,6 +149,7 @@ def refused(
     train.log."""
     console.detach_files(folder)
     if why is None:  # finished meanwhile
+        command.note_run(folder)
         for line in report.finished(folder, found or {}):
             log.info(line)
         return (found or {}).get(metric or "val/acc_best")
@@ -169,16 +181,16 @@ def joblib_jobs() -> int | None:
 
 def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: no spinning beside a busy core (speed.md)
 
     def check() -> None:
+        passive_waiting()
         args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
         if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
             with console.quiet(logging.ERROR, "attnexp"):
                 args += preflight.sweep_overrides(args, preflight.check(args, CONFIG_DIR))
         sys.argv[1:] = args
 
-    entrypoint.run("Bad input", check, main, stopped=report.STOPPED)
+    entrypoint.run("attnexp", check, main, prefix="Bad input", stopped=report.STOPPED)
 
 
 if __name__ == "__main__":

@@ -45,11 +45,8 @@ def plot(t: Table, out: Path) -> None:
     """A table's plots. Per test metric: bars of the mean from zero (log axis for perplexity), per-seed dots and
     interval whiskers; and the validation curve of the task's checkpoint metric per epoch (mean line, min-max band
     over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+    from matplotlib.figure import Figure
 
     n = max((len(r.ok) for r in t.rows), default=0)
     about = f"data {t.data}, epochs: {t.epochs}, n={n} seeds"
@@ -58,7 +55,8 @@ def plot(t: Table, out: Path) -> None:
     for metric, mode in t.metrics.items():
         if not metric.startswith("test/"):
             continue
-        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(t.rows)), 4.5))
+        fig = Figure(figsize=(max(5.0, 1.3 * len(t.rows)), 4.5))
+        ax = fig.subplots()
         placed = [pair for group in groups(t.rows) for pair in group]
         for i, row in placed:
             s = row.spreads[metric]
@@ -87,10 +85,10 @@ def plot(t: Table, out: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         fig.savefig(out / metric_file(t, metric), dpi=120)
-        plt.close(fig)
 
     monitor = next((r.metrics["monitor"] for r in t.runs if r.metrics.get("monitor")), "val/acc")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for row in t.rows:
         curves = [dict(val_curve(r.folder, monitor)) for r in row.ok]
         curves = [cv for cv in curves if cv]
@@ -107,18 +105,15 @@ def plot(t: Table, out: Path) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / f"{t.prefix}val_curves.png", dpi=120)
-    plt.close(fig)
 
 
 def plot_knob(t: Table, key: str, out: Path) -> None:
     """A table's primary metric against ``key``: one line per configuration, mean and 95% interval over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     metric = t.primary
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for name, points in suite.knob_curves(t.runs, key, metric).items():
         x, s = [p[0] for p in points], [p[1] for p in points]
         line = ax.plot(x, [v.mean for v in s], marker="o", label=name)[0]
@@ -137,7 +132,6 @@ def plot_knob(t: Table, key: str, out: Path) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / knob_file(t, key), dpi=120)
-    plt.close(fig)
 
 
 def val_curve(folder: Path, tag: str) -> list[tuple[int, float]]:
@@ -162,16 +156,14 @@ def val_curve(folder: Path, tag: str) -> list[tuple[int, float]]:
 def plot_profile(c: Comparison, out: Path) -> None:
     """The performance profile of every mixer: the share of its runs (over data options and seeds) whose normalised
     score exceeds tau, with its stratified bootstrap 95% band (rliable)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from rliable import plot_utils
 
     agg = c.suite.aggregates if c.suite else None
     if agg is None:
         return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     curves = {m: p[0] for m, p in agg.profiles.items()}
     bands = {m: (p[1], p[2]) for m, p in agg.profiles.items()}
     plot_utils.plot_performance_profiles(
@@ -192,21 +184,18 @@ def plot_profile(c: Comparison, out: Path) -> None:
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(out / PROFILE, dpi=120)
-    plt.close(fig)
 
 
 def plot_search(s: Search, key: str, out: Path) -> None:
     """A search's objective against one searched key, a point per trial, the best marked (log axis for a key whose
     values span more than a factor of 20, as learning rates do)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     trials = [t for t in s.trials if key in t.values and math.isfinite(t.objective)]
     numbers = [suite.as_number(t.values[key]) for t in trials]
     labels = sorted({t.values[key] for t in trials})
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
     xs = [n for n in numbers if n is not None]
     numeric = bool(trials) and len(xs) == len(trials)
     if numeric and min(xs) > 0 and max(xs) > 20 * min(xs):
@@ -232,4 +221,3 @@ def plot_search(s: Search, key: str, out: Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / search_file(key), dpi=120)
-    plt.close(fig)

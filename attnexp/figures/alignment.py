@@ -3,11 +3,8 @@ image."""
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 from torch import Tensor
 
 from attnexp.figures.images import SIGNED_COLOURS, weight_scale, wrapped
@@ -17,19 +14,14 @@ def label(token: str) -> str:
     return repr(token)[1:-1] if token != " " else "␣"
 
 
-def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: list[Tensor]) -> plt.Figure:
+def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: list[Tensor]) -> Figure:
     """One row per example, one panel per head: the weight each output token (down) puts on each source token
     (across), on the scale of the colour bar ([0, 1] unless a weight lies outside it).  # maps[i]: (H, T_i, S_i)"""
     rows, heads = len(maps), maps[0].shape[0]
     width = max(len(s) for s in sources)
     inches = max(4.0, 1.6 + heads * (0.9 + 0.17 * width))  # the maps, the colour bar and its labels
-    fig, axes = plt.subplots(
-        rows,
-        heads,
-        figsize=(inches, 0.5 + rows * (0.9 + 0.2 * max(map(len, outputs)))),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig = Figure(figsize=(inches, 0.5 + rows * (0.9 + 0.2 * max(map(len, outputs)))), layout="constrained")
+    axes = fig.subplots(rows, heads, squeeze=False)
     scale = weight_scale(maps)
     for r, (source, output, m) in enumerate(zip(sources, outputs, maps)):
         for h in range(heads):
@@ -45,9 +37,7 @@ def alignment_figure(sources: list[list[str]], outputs: list[list[str]], maps: l
     return fig
 
 
-def caption_figure(
-    images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None
-) -> plt.Figure:
+def caption_figure(images: Tensor, outputs: list[list[str]], right: list[bool], maps: list[Tensor] | None) -> Figure:
     """One row per image: the image titled with its predicted caption (red when wrong), then per predicted
     token the last decoder block's cross-attention over the image patches (mean over heads), upsampled to the
     image as a heat overlay (none without ``maps``).  # images (N, C, H, W); maps[i]: (H, T_i, S), S patches in
@@ -55,7 +45,8 @@ def caption_figure(
     n, _, height, width = images.shape
     columns = 1 + (max(len(o) for o in outputs) if maps is not None else 0)
     inches = columns * 0.9 * width / height + 0.5
-    fig, axes = plt.subplots(n, columns, figsize=(inches, n * 1.3 + 0.3), squeeze=False)
+    fig = Figure(figsize=(inches, n * 1.3 + 0.3))
+    axes = fig.subplots(n, columns, squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
     for r, (image, output, ok) in enumerate(zip(images, outputs, right)):

@@ -5,10 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from torch import Tensor
 
 WEIGHT_SCALE = {"cmap": "viridis", "vmin": 0.0, "vmax": 1.0}  # every attention map on one scale, so mixers compare
@@ -35,7 +32,7 @@ def weight_scale(maps: list[Tensor]) -> dict:
     return WEIGHT_SCALE if high <= 1.0 else {**WEIGHT_SCALE, "vmax": high}
 
 
-def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | None:
+def attention_figure(images: Tensor, maps: list[Tensor | None]) -> Figure | None:
     """One row per sample: the input, then every layer's attention per head (queries down, keys across, by patch
     index; all on one scale: :func:`weight_scale`). None when no layer has (B, H, L, L) weights."""
     panels = [
@@ -64,7 +61,7 @@ def attention_figure(images: Tensor, maps: list[Tensor | None]) -> plt.Figure | 
     return fig
 
 
-def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
+def number_patches(fig: Figure, patch: int, tokens: int) -> None:
     """Grid the inputs of an :func:`attention_figure` into their ``patch`` x ``patch`` patches and number them as the
     maps do (row by row), so that a query or key patch of a map can be found in the image. ``tokens``: the maps'
     length; one more than the patches is a class token, named under the input."""
@@ -96,15 +93,14 @@ def number_patches(fig: plt.Figure, patch: int, tokens: int) -> None:
             ax.text((left + right) / 2, bottom + 0.02, f"{tokens - 1}: class token", ha="center", va="top", fontsize=9)
 
 
-def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
+def gates_figure(maps: list[Tensor | None]) -> Figure | None:
     """Squeeze-excitation gates per channel, one bar chart per layer: the mean over the samples shown, with their
     spread (std) as whiskers: a gate with no spread is the same for every input. None when no layer has gates."""
     gates = [(i, m.reshape(len(m), -1).float()) for i, m in enumerate(maps) if m is not None and m.dim() < 4]
     if not gates:
         return None
-    fig, axes = plt.subplots(
-        len(gates), 1, figsize=(max(4.0, 0.25 * gates[0][1].shape[1] + 1.5), 2.6 * len(gates)), squeeze=False
-    )
+    fig = Figure(figsize=(max(4.0, 0.25 * gates[0][1].shape[1] + 1.5), 2.6 * len(gates)))
+    axes = fig.subplots(len(gates), 1, squeeze=False)
     for ax, (i, g) in zip(axes[:, 0], gates):
         channels = range(g.shape[1])
         ax.bar(channels, g.mean(0), yerr=g.std(0) if len(g) > 1 else None, color="tab:green", capsize=2)
@@ -119,7 +115,7 @@ def gates_figure(maps: list[Tensor | None]) -> plt.Figure | None:
     return fig
 
 
-def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: int = 8) -> plt.Figure:
+def prediction_figure(images: Tensor, targets: Tensor, preds: Tensor, columns: int = 8) -> Figure:
     """Grid of images titled ``true -> predicted``; wrong predictions in red."""
     cells = [
         (
@@ -144,13 +140,13 @@ def panel_figure(
     size: tuple[float, float],
     axis_labels: tuple[str, str] | None = None,
     top: float = 0.0,
-) -> plt.Figure:
+) -> Figure:
     """Panels (row, column, image, title, imshow options, title options) on a grid of ``size``-inch cells, each
     image a square under its title; ``axis_labels`` (down, across) mark the first and last index of every panel
     that is not the row's first. One axes holds them all: an axes per panel made the figures cost more than a
     short training run. ``top``: inches kept free above the grid for a title."""
     height_in = size[1] * rows + top
-    fig = plt.figure(figsize=(size[0] * columns, height_in))
+    fig = Figure(figsize=(size[0] * columns, height_in))
     ax = fig.add_axes((0.0, 0.0, 1.0, size[1] * rows / height_in))
     side = min(0.80 * size[0], 0.72 * size[1])  # inches
     half, height = side / size[0] / 2, side / size[1]  # in cells

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 from torch import Tensor
 
 from attnexp.figures.images import MASKED_COLOUR, WEIGHT_SCALE, weight_scale
@@ -14,7 +12,7 @@ from attnexp.figures.images import MASKED_COLOUR, WEIGHT_SCALE, weight_scale
 
 def token_attention_figure(
     tokens: list[str], maps: list[Tensor | None], masked: Tensor | None = None, rows: list[int] | None = None
-) -> plt.Figure:
+) -> Figure:
     """One heatmap per layer and head, queries down and keys across, tokens on both axes; ``masked`` (L, L), True
     where a query may not see a key (a causal layer's later tokens), draws those cells in grey, apart from weights of
     0; ``rows``: the queries shown (every one when None: the answer positions of a recall task). The colour bar's
@@ -30,12 +28,11 @@ def token_attention_figure(
     panels = [(f"layer {i} head {h}", m[h], True) for i, m in heads for h in range(m.shape[0])]
     panels += [(f"layer {i} gates", m.reshape(len(tokens), -1), False) for i, m in gates]
     scale = weight_scale([data for _, data, _ in panels]) if panels else WEIGHT_SCALE
-    colours = plt.get_cmap(str(scale["cmap"])).with_extremes(bad=MASKED_COLOUR)
+    colours = matplotlib.colormaps[str(scale["cmap"])].with_extremes(bad=MASKED_COLOUR)
     side = 1.2 + 0.28 * len(tokens)
     height = side if rows is None else max(3.0, 1.2 + 0.28 * len(rows))
-    fig, axes = plt.subplots(
-        1, max(1, len(panels)), figsize=(side * max(1, len(panels)) + 1.0, height), squeeze=False, layout="constrained"
-    )
+    fig = Figure(figsize=(side * max(1, len(panels)) + 1.0, height), layout="constrained")
+    axes = fig.subplots(1, max(1, len(panels)), squeeze=False)
     for ax, (title, data, square) in zip(axes.flat, panels):
         values = np.asarray(data.float())
         if square and masked is not None:
@@ -61,12 +58,13 @@ def next_token_figure(
     target: str | None,
     top_k: int = 15,
     entropy: float | None = None,
-) -> plt.Figure:
+) -> Figure:
     """Bar chart of the ``top_k`` most likely next tokens after ``prefix``; the true next one in orange."""
     top = probs.topk(min(top_k, len(probs)))
     labels = [repr(vocab[i])[1:-1] for i in top.indices.tolist()]
     colors = ["tab:orange" if vocab[i] == target else "tab:blue" for i in top.indices.tolist()]
-    fig, ax = plt.subplots(figsize=(1.0 + 0.45 * len(labels), 3.2))
+    fig = Figure(figsize=(1.0 + 0.45 * len(labels), 3.2))
+    ax = fig.subplots()
     ax.bar(range(len(labels)), top.values.float(), color=colors)
     ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=8)
     ax.set_ylabel("probability")

@@ -27,6 +27,10 @@ def checked(cfg: DictConfig) -> Any:
     return found[0] if found else instantiate(cfg.data)
 
 
+def forget() -> None:
+    READ.clear()
+
+
 def handed_over(cfg: DictConfig) -> Any:
     """The data module read for ``cfg``, handed to its run (once: another run gets a new one)."""
     data = checked(cfg)

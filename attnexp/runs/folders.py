@@ -25,7 +25,9 @@ FINISHED = (  # a rerun computes the same again
     metrics_file.DIVERGED,
     metrics_file.INVALID,
 )
-KNOWN: dict[str, dict[str, Any]] = {}  # the pre-flight stage, Hydra's resolver and the record ask for one run's
+# What one command computed of its runs' identities, by what each read: the pre-flight stage, Hydra's resolver and the
+# record ask for the same run's
+KNOWN: dict[str, dict[str, Any]] = {}
 
 
 def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str] = ()) -> dict[str, Any]:
@@ -45,6 +47,11 @@ def what_ran(cfg: DictConfig, choices: dict[str, Any], searchpath: Sequence[str]
         key = identity.key(choices, config, code["id"], dataset["id"])
         KNOWN[text] = {"identity": key, "code": code, "dataset": dataset}
     return KNOWN[text]
+
+
+def forget() -> None:
+    """Forget the identities computed: a command computes its own (a file may have changed since the last)."""
+    KNOWN.clear()
 
 
 def choices_of(hydra: Any) -> dict[str, str]:

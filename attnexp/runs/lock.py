@@ -1,17 +1,19 @@
 """One writer per run folder: an advisory lock (``fcntl.flock``) on the folder's ``.lock`` file, taken by the process
-that trains there before it writes anything and held for as long as that process lives. The kernel drops it when the
+that trains there before it writes anything and held until its run ends (:func:`holding`). The kernel drops it when the
 process ends, however it ends, so ``kill -9`` leaves no stale lock; a second start of the same run finds it taken and
 is refused, or in a sweep skipped, naming the process that holds it."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 FILE = ".lock"
-HELD: dict[Path, IO[str]] = {}  # this process's locks, by folder: kept open for as long as the process lives
+HELD: dict[Path, IO[str]] = {}  # this process's locks, by folder: a lock lasts as long as its file stays open
 
 
 class Busy(Exception):
@@ -22,9 +24,23 @@ class Busy(Exception):
         self.folder, self.pid = folder, pid
 
 
+@contextlib.contextmanager
+def holding(folder: str | Path) -> Iterator[None]:
+    """``folder``'s lock for the time of a block (:class:`Busy` when another process holds it): a run's, from before it
+    writes until it ends. A lock this process held already stays held after the block."""
+    folder = Path(folder).absolute()
+    before = folder in HELD
+    take(folder)
+    try:
+        yield
+    finally:
+        if not before:
+            release(folder)
+
+
 def take(folder: str | Path) -> None:
-    """Hold ``folder``'s lock from now until this process ends (:class:`Busy` when another process holds it); the
-    folder is made if need be."""
+    """Hold ``folder``'s lock from now until :func:`release` or this process ends (:class:`Busy` when another process
+    holds it); the folder is made if need be."""
     folder = Path(folder).absolute()
     if folder in HELD:
         return
@@ -40,6 +56,23 @@ def take(folder: str | Path) -> None:
     file.write(f"{os.getpid()}\n")
     file.flush()
     HELD[folder] = file
+
+
+def release(folder: str | Path) -> None:
+    file = HELD.pop(Path(folder).absolute(), None)
+    if file is not None:
+        file.close()  # the kernel drops the lock with the last open file
+
+
+def held() -> set[Path]:
+    """The folders whose locks this process holds."""
+    return set(HELD)
+
+
+def release_all(keep: set[Path]) -> None:
+    """Release every lock this process holds but those of ``keep``."""
+    for folder in held() - keep:
+        release(folder)
 
 
 def holder(folder: str | Path) -> int | None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from helpers import fake_mnist, run_dirs
 
@@ -148,48 +145,16 @@ CASES = {
 }
 
 
-# The cases started as a user starts the console script, one of each kind of check (composition, a key's name, a
-# value's rule, a constructor's, the Trainer's, a mixer's options); the others run the same entrypoint, attnexp's
-# cli(), in the test's process (what a process start adds, these show).
-STARTED = {
-    "unknown variant",
-    "mistyped key",
-    "zero lr",
-    "dim not divisible by heads",
-    "wrong type",
-    "a mixer's option misspelt",
-    "gpu without gpu",
-}
-
-
-def in_process(args: list[str], cwd: Path, monkeypatch, capsys) -> tuple[object, str]:
-    """attnexp's console entrypoint called here, in ``cwd``: its exit status and what it printed."""
-    from attnexp.cli import train
-
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["attnexp", *args])
-    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # as the entrypoint sets it, undone after
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as ended:
-        train.cli()
-    said = capsys.readouterr()
-    return ended.value.code, said.out + said.err
-
-
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_bad_input_is_explained(cli, case, tmp_path, monkeypatch, capsys):
+def test_bad_input_is_explained(cli, case):
     overrides, words, status = CASES[case]
     if case == "gpu without gpu":
         import torch
 
         if torch.cuda.is_available():
             pytest.skip("a GPU is present")
-    args = [*overrides, "callbacks.progress_bar.refresh_rate=0"]
-    if case in STARTED:
-        root, proc = cli(*args, check=False)
-        code, output = proc.returncode, proc.stdout + proc.stderr
-    else:
-        root, (code, output) = tmp_path, in_process(args, tmp_path, monkeypatch, capsys)
+    root, proc = cli(*overrides, "callbacks.progress_bar.refresh_rate=0", check=False)
+    code, output = proc.returncode, proc.stdout + proc.stderr
     assert code == status, output[-2000:]
     for word in words:
         assert word in output, (word, output[-2000:])

@@ -54,7 +54,7 @@ def test_resume_over_a_damaged_last_checkpoint_continues_from_the_intact_best(tm
     best = next((run / "checkpoints").glob("epoch*.ckpt"))
     cut_short(run / "checkpoints" / "last.ckpt")
     resumed = run_cli(tmp_path, *ARGS, "resume=true")
-    assert "This run's checkpoints/last.ckpt is damaged: it ends early" in resumed.stderr
+    assert "This run's checkpoints/last.ckpt is damaged: it ends early" in resumed.stderr, resumed.stderr
     assert f"Continuing from {best.name} instead" in resumed.stderr and "ckpt_path=" not in resumed.stderr
     assert run_dirs(tmp_path / "outputs") == [run]
     assert read_metrics(run)["status"] == "ok" and read_metrics(run)["epochs"] == 6

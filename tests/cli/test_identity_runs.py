@@ -33,7 +33,7 @@ def project(root):
 
 def test_a_mixers_identity_is_its_own_imports_in_a_sweep_and_alone(tmp_path):
     folder = project(tmp_path)
-    run_cli(folder, "--multirun", "model=first,second", *BUDGET)
+    run_cli(folder, "--multirun", "model=first,second", *BUDGET, "hydra/launcher=basic")
     runs = {read_metrics(r)["mixer"]: r for r in run_dirs(folder / "outputs" / "runs")}
     user_files = {
         m: sorted(f for f in read_metrics(r)["code"]["files"] if not f.startswith("attnexp/")) for m, r in runs.items()

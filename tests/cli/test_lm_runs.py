@@ -20,7 +20,7 @@ QUIET = ["callbacks.progress_bar.refresh_rate=0"]
 
 def run_predict(run, *overrides: str) -> subprocess.CompletedProcess:
     """``attnexp-predict`` on a run folder, from that folder."""
-    return run_script(run, "attnexp-predict", f"run={run}", *overrides, timeout=300)
+    return run_script(run, "attnexp-predict", f"run={run}", *overrides)
 
 
 def test_corpus_run_logs_perplexity_and_figures_and_predicts(cli):
@@ -92,7 +92,7 @@ def test_predict_refuses_a_record_of_a_newer_schema_and_weights_its_network_does
 )
 def test_predict_explains_a_command_line_it_cannot_read(tmp_path, given, told):
     """Hydra's own error (exit status 1) or a traceback answered these before."""
-    proc = run_script(tmp_path, "attnexp-predict", f"run={tmp_path}", given, timeout=300)
+    proc = run_script(tmp_path, "attnexp-predict", f"run={tmp_path}", given)
     assert proc.returncode == 2 and told in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.startswith("attnexp-predict: ") and len(proc.stderr.strip().splitlines()) == 1
     assert max(map(len, proc.stderr.split())) < 250

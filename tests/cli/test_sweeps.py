@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import csv
-import signal
 
 import pytest
-from helpers import SLOW, read_metrics, run_dirs, start, wait_for_epochs
+from helpers import read_metrics, run_dirs
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from attnexp.cli.train import CONFIG_DIR
 
 QUIET = "callbacks.progress_bar.refresh_rate=0"
+SEQUENTIAL = "hydra/launcher=basic"  # a sweep's jobs one after the other, in the test's process: they are the subject
 
 
 def sweep_dir(root):
@@ -40,7 +40,7 @@ def test_a_failing_job_is_recorded_and_the_others_run(cli, tmp_path):
     (tmp_path / "configs" / "model").mkdir(parents=True)
     (tmp_path / "boom.py").write_text(BOOM)
     (tmp_path / "configs" / "model" / "boom.yaml").write_text("_target_: boom.Boom\n_partial_: true\n")
-    root, proc = cli("--multirun", "model=dot,boom", "trainer.max_epochs=1", QUIET, check=False)
+    root, proc = cli("--multirun", "model=dot,boom", "trainer.max_epochs=1", QUIET, SEQUENTIAL, check=False)
     assert proc.returncode == 1
     sweep = sweep_dir(root)
     status = {p.relative_to(sweep).as_posix(): read_metrics(p)["status"] for p in run_dirs(sweep)}
@@ -61,6 +61,7 @@ def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
         "trainer.check_val_every_n_epoch=2",
         "paths.log_dir=outputs",
         QUIET,
+        SEQUENTIAL,
     )
     sweep = sweep_dir(root)
     assert not any("paths.log_dir" in p.name for p in run_dirs(sweep))  # the root is not part of a job's name
@@ -72,74 +73,10 @@ def test_sweep_without_test_finishes_and_plateau_waits_for_validation(cli):
     )
 
 
-def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
-    from helpers import run_cli
-
-    args = [
-        "--multirun",
-        "hydra/launcher=basic",
-        "seed=3,4",
-        *[a for a in SLOW if not a.startswith("seed=")],
-    ]  # one job at a time
-    proc = start(tmp_path, *args)
-    first = None
-    while first is None:  # wait until job 0 finished and job 1 has a checkpoint
-        wait_for_epochs(tmp_path, proc, 1)
-        done = [p for p in run_dirs(tmp_path / "outputs") if read_metrics(p)["status"] == "ok"]
-        if done and len(run_dirs(tmp_path / "outputs")) == 2:
-            other = next(p for p in run_dirs(tmp_path / "outputs") if p not in done)
-            if (other / "checkpoints" / "last.ckpt").exists():
-                first = done[0]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    interrupted = next(p for p in run_dirs(tmp_path / "outputs") if p != first)
-    assert read_metrics(interrupted)["status"] == "running"
-    finished_mtime = (first / "metrics.json").stat().st_mtime
-    run_cli(tmp_path, *args, "resume=true")
-    assert run_dirs(tmp_path / "outputs") == sorted([first, interrupted])
-    assert (first / "metrics.json").stat().st_mtime == finished_mtime  # skipped
-    assert read_metrics(interrupted)["status"] == "ok"
-    rows = list(csv.DictReader((sweep_dir(tmp_path) / "summary.csv").open()))
-    assert len(rows) == 1 and rows[0]["n"] == "2" and rows[0]["table"] == "all"  # the skipped job is compared too
-
-
-def test_ddp_on_cpu_gives_one_run(cli):
-    root, proc = cli("trainer=ddp", "trainer.accelerator=cpu", "trainer.max_epochs=1", QUIET)
-    (run,) = run_dirs(root / "outputs")
-    record = read_metrics(run)
-    assert record["status"] == "ok"
-    # the batch of one optimizer step: each of the 2 ranks trains on its own batch (finding 10)
-    assert (record["batch_size"], record["effective_batch_size"]) == (64, 128)
-    assert "batches of 64 per device, 128 per optimizer step" in proc.stderr
-    # both ranks' samples: the digits training split (1797 - 360 test - 180 val), one share per rank
-    assert record["train_samples_per_s"] * record["fit_s"] == pytest.approx(1257 // 2 * 2, rel=0.01)
-    assert len(list((root / "outputs").rglob("train.log"))) == 1
-
-
-def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
-    """Each job computes what it would alone: side by side on a share of the cores, or one after the other with the
-    threads torch may use (the thread rule gives these small steps one thread either way)."""
-    import os
-
-    from helpers import run_cli
-
-    args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
-    parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
-    parallel.mkdir(), sequential.mkdir()
-    every_core = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}
-    run_cli(parallel, *args, env=every_core)  # the default launcher: joblib, one job per core, its share of threads
-    run_cli(sequential, *args, "hydra/launcher=basic", env=every_core)  # one after the other, the default threads
-    for job in ("model=dot", "model=euclid"):
-        a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
-        assert a["status"] == b["status"] == "ok"
-        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {
-            k: b[k] for k in ("train/loss", "val/loss", "test/acc")
-        }
-    assert (sweep_dir(parallel) / "summary.csv").exists()
-
-
 def test_optuna_search_optimises_the_returned_metric(cli):
-    root, proc = cli("--multirun", "hparams_search=optuna", "hydra.sweeper.n_trials=2", "trainer.max_epochs=1", QUIET)
+    root, proc = cli(
+        "--multirun", "hparams_search=optuna", "hydra.sweeper.n_trials=2", "trainer.max_epochs=1", QUIET, SEQUENTIAL
+    )
     best = max(read_metrics(p)["val/acc_best"] for p in run_dirs(root / "outputs"))
     assert f"Best value: {best}" in proc.stdout + proc.stderr
 
@@ -177,6 +114,7 @@ def test_overrides_too_long_for_a_folder_name_get_a_short_one(cli):
         "trainer.max_epochs=1",
         "trainer.limit_train_batches=2",
         QUIET,
+        SEQUENTIAL,
         check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
@@ -231,18 +169,3 @@ def test_launcher_settings_that_cannot_work_stop_before_a_sweep_folder_is_made(c
         assert word in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
-
-
-def test_submitit_leaves_no_stray_folder(cli):
-    """Finding 10: submitit's files go to .submitit/ without an empty folder named %j beside them."""
-    root, _ = cli(
-        "--multirun",
-        "hydra/launcher=submitit_local",
-        "model=dot",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=2",
-        QUIET,
-    )
-    sweep = sweep_dir(root)
-    assert read_metrics(sweep / "job0")["status"] == "ok"
-    assert list((sweep / ".submitit").glob("*_0_log.out")) and not list(sweep.rglob("%j"))

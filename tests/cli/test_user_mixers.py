@@ -33,7 +33,7 @@ def attnexp(
     cwd: Path, *args: str, pythonpath: str = "", module: str = "attnexp.cli.train"
 ) -> subprocess.CompletedProcess:
     """A command in ``cwd``; ``pythonpath``: an installed package's folder (pip's --target)."""
-    return run_script(cwd, SCRIPTS[module], *args, env={"PYTHONPATH": pythonpath} if pythonpath else None, timeout=300)
+    return run_script(cwd, SCRIPTS[module], *args, env={"PYTHONPATH": pythonpath} if pythonpath else None)
 
 
 def model_line(help_text: str) -> list[str]:

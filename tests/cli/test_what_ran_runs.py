@@ -33,7 +33,7 @@ SWEEP = [*BUDGET, "hydra/launcher=basic"]  # the jobs one after the other: what 
 
 
 def compare(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_script(cwd, "attnexp-compare", *args, timeout=300)
+    return run_script(cwd, "attnexp-compare", *args)
 
 
 def configs(summary_csv: Path) -> dict[str, int]:

@@ -189,3 +189,19 @@ def test_a_split_seed_is_held_to_the_rule_of_the_seed(data, tmp_path):
             root_cause(raised.value)
         )
     assert instantiate(cfg.data, split_seed=2**32 - 1).split_seed == 2**32 - 1
+
+
+def test_every_option_of_every_group_is_in_the_configuration_reference():
+    """docs/configuration.md's table names each option a group's folder holds (``module/scheduler=warmup_cosine`` was
+    in --help and in no document)."""
+    from helpers import REPO
+
+    rows = [line for line in (REPO / "docs" / "configuration.md").read_text().splitlines() if line.startswith("| `")]
+    missing = []
+    for file in sorted(Path(CONFIG_DIR).glob("*/**/*.yaml")):
+        group, option = file.parent.relative_to(CONFIG_DIR).as_posix(), file.stem
+        top = group.split("/")[0]
+        row = " ".join(r for r in rows if r.startswith((f"| `{group}`", f"| `{top}`")))
+        if f"`{option}`" not in row and f"{group}={option}" not in row:
+            missing.append(f"{group}={option}")
+    assert not missing, missing

@@ -1,6 +1,6 @@
 """Euclid attention on every path: the formula's values and gradients against float64, exact distances for
 keys near their query, masks, tiles, empty inputs, refused inputs and options (compile and export:
-test_euclid_compile.py)."""
+tests/compilers/test_euclid_compile.py)."""
 
 from __future__ import annotations
 

@@ -158,8 +158,11 @@ def test_signed_weights_are_drawn_on_a_diverging_scale_centred_at_zero():
 
 def overflow(fig: plt.Figure) -> float:
     """How far, in inches, what a figure draws reaches past its frame (0 when everything is inside)."""
-    fig.canvas.draw()
-    drawn = fig.get_tightbbox(fig.canvas.get_renderer())
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # the canvas TensorBoard's writer draws a figure on
+    canvas.draw()
+    drawn = fig.get_tightbbox(canvas.get_renderer())
     width, height = fig.get_size_inches()
     return max(0.0, -drawn.x0, -drawn.y0, drawn.x1 - width, drawn.y1 - height)
 

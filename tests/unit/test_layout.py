@@ -23,6 +23,9 @@ LAYERS = [
     {"cli"},
 ]
 TOP_LEVEL_MODULES = {"errors", "rules", "tokens"}  # the foundation: every other name at the top is a package
+# The package hands out the commands' Python calls (attnexp.run, check, compare, predict) from attnexp.cli.api,
+# imported by its __getattr__ when one is first asked for: the one import of a later layer, never made at import.
+LAZY_CALLS = {("attnexp", "attnexp.cli"), ("attnexp", "attnexp.cli.api")}
 
 
 def module_name(path: Path) -> str:
@@ -100,7 +103,7 @@ def test_imports_go_from_the_command_line_to_the_core_never_back():
         f"{a} imports {b}"
         for a, targets in graph().items()
         for b in targets
-        if layer(b) > layer(a) or (layer(a) == layer(b) and top(a) != top(b) and top(b))
+        if (layer(b) > layer(a) or (layer(a) == layer(b) and top(a) != top(b) and top(b))) and (a, b) not in LAZY_CALLS
     ]
     assert not wrong, "\n".join(wrong)
 

@@ -1,8 +1,10 @@
-"""The user's tier: every command the documentation shows (README.md, examples/, docs/), run as it is written by the
-installed console scripts, from a folder outside the checkout, with no PYTHONPATH and the machine's default threads,
-one document after another in its own folder, on the small budget that ``ATTNEXP_BUDGET=smoke`` names (the one
-documented way to shorten a command without editing it). The data is the tier's own: small MNIST and Fashion-MNIST
-files, a text, a parallel text, a picture. A command this tier does not run is in :data:`NOT_RUN`, with why."""
+"""The user's tier: every command the documentation shows (README.md, examples/, docs/), run as it is written through
+the console scripts' entry points in this process (the first of each console script in README.md as a process of its
+own, started from the script pip installed), from a folder outside the checkout, with no PYTHONPATH and the machine's
+default threads, one document after another in its own folder, on the small budget that ``ATTNEXP_BUDGET=smoke`` names
+(the one documented way to shorten a command without editing it). The data is the tier's own: small MNIST and
+Fashion-MNIST files, a text, a parallel text, a picture. A command this tier does not run is in :data:`NOT_RUN`, with
+why."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from documented import Command, documented
-from helpers import REPO, SCRIPTS, command, fake_mnist, user_env
+from helpers import REPO, SCRIPTS, fake_mnist, run_process, run_script, user_env
 
 MOST_JOBS = 3  # the largest sweep of docs/ this tier runs (README.md's and examples/ run whole): CI's time
 GPU, CLUSTER, NETWORK = "needs a GPU", "needs a SLURM cluster", "needs the network"
@@ -25,7 +27,7 @@ NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not r
     "pip install -e .": CI_ITSELF,
     "pip install -e '.[test]'": CI_ITSELF,
     "pytest -n auto --dist loadgroup": CI_ITSELF,
-    "pytest tests/unit": CI_ITSELF,
+    "pytest tests/unit -n auto": CI_ITSELF,
     "attnexp data=cifar10 model=euclid model.heads=4": NETWORK + " (CIFAR-10 is downloaded; tests/unit/"
     "test_cifar10_loading.py reads files in its format)",
     "attnexp --multirun hydra/launcher=slurm hydra.launcher.partition=gpu model=dot,euclid seed=0,1,2": CLUSTER,
@@ -104,6 +106,11 @@ def plan() -> dict[Command, str | None]:
 
 
 PLAN = plan()
+SCRIPT_NAMES = ("attnexp", "attnexp-check", "attnexp-compare", "attnexp-predict")
+STARTED = {  # the first command of each console script in README.md that is run: started as a process
+    next(c for c in COMMANDS if c.file == "README.md" and c.program == name and PLAN[c] is None)
+    for name in SCRIPT_NAMES
+}
 
 
 def test_every_documented_command_is_run_or_said_why_not():
@@ -251,22 +258,52 @@ def run_command(cmd: Command, cwd: Path, workspace: Path) -> tuple[subprocess.Co
         return tensorboard_serves([str(SCRIPTS / "tensorboard"), *words[1:]], cwd, env), cwd
     installed = {"PYTHONPATH": str(workspace / "site")} if (workspace / "site").is_dir() else {}
     shell = {**BUDGET, "ATTNEXP_DATA_DIR": str(workspace / "data"), **installed, **env}  # the user's exports
-    proc = subprocess.run(command(*words), cwd=cwd, env=user_env(shell), capture_output=True, text=True, timeout=1200)
-    return proc, cwd
+    run = run_process if cmd in STARTED else run_script
+    return run(cwd, *words, env=shell), cwd
+
+
+def relu_example_says_true(folder: Path, said: dict[str, subprocess.CompletedProcess]) -> None:
+    """examples/relu_attention/README.md: the kit's 14 checks pass; the sweep's folders, metrics.json, TensorBoard's
+    HParams and the summary call the mixer relu, with telemetry of weights that are no distributions, and the summary
+    compares it with dot."""
+    import yaml
+    from helpers import read_events, read_metrics, run_dirs
+
+    kit = next(proc for text, proc in said.items() if text.startswith("attnexp-check model=relu"))
+    assert "14 checks: all passed" in kit.stdout, kit.stdout
+    runs = run_dirs(folder / "outputs" / "runs")
+    relu = [r for r in runs if read_metrics(r)["mixer"] == "relu"]
+    assert len(runs) == 4 and len(relu) == 2 and all(r.parent.name.startswith("relu_digits_") for r in relu), runs
+    dot = yaml.safe_load((next(r for r in runs if r not in relu) / "hparams.yaml").read_text())
+    for run in relu:
+        metrics, hparams = read_metrics(run), yaml.safe_load((run / "hparams.yaml").read_text())
+        assert metrics["status"] == "ok" and metrics["path"] == "explicit"
+        assert "attn/layer0/mass" in metrics and "attn/layer0/entropy" not in metrics  # no distributions
+        assert hparams["mixer"] == "relu" and all(hparams[k] == dot[k] for k in ("width", "depth", "heads"))
+        assert read_events(run).session["mixer"].string_value == "relu"  # TensorBoard's HParams row says relu too
+    (summary,) = (folder / "outputs" / "multirun").rglob("summary.md")
+    assert "| model=relu | 2 |" in summary.read_text() and "Δ vs model=dot" in summary.read_text()
+
+
+CLAIMS = {  # what a document says its commands make, checked after they ran, in the folder of its last command
+    "examples/relu_attention/README.md": relu_example_says_true,
+}
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_the_documents_commands_run_as_written(document, workspace):
-    ran, failures = [], []
+    said, failures = {}, []
     cwd = None
     for cmd in (c for c in COMMANDS if c.file == document):
         if PLAN[cmd]:
             continue
         cwd = folder_of_mixer(workspace, cmd) or cwd or workspace  # else where the document's last command ran
         proc, cwd = run_command(cmd, cwd, workspace)
-        ran.append(cmd.where)
+        said[cmd.text] = proc
         if proc.returncode != 0:
             failures.append(
                 f"{cmd.where} {cmd.text}: exit {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
             )
     assert not failures, "\n\n".join(failures)
+    if document in CLAIMS:
+        CLAIMS[document](cwd, said)

@@ -22,10 +22,10 @@ def report(
     network: MixerRequest | None,
     smoke: Callable[[], Result],
     say: Callable[[str], None] = print,
-) -> bool:
-    """The kit's lines for the mixer ``cfg.model`` builds, each passed to ``say`` as it is measured; whether every
-    check passed. ``network``: the request of the first mixer of the network the command names (None: the kit's small
-    default size); ``smoke``: the short run of that network, the last check."""
+) -> list[Result]:
+    """The kit's lines for the mixer ``cfg.model`` builds, each passed to ``say`` as it is measured; the checks, in
+    order (the speed is measured when none failed). ``network``: the request of the first mixer of the network the
+    command names (None: the kit's small default size); ``smoke``: the short run of that network, the last check."""
     from hydra.utils import instantiate
 
     warnings.filterwarnings("ignore", category=UserWarning)  # a library's warning on the way: the lines say what ran
@@ -64,7 +64,7 @@ def report(
             say(f"{at}: not measured ({explain(err)})")
         else:
             say(f"{at} (forward and backward, the path a run trains with): {speed.describe()}; {machine(device)}")
-    return not failed
+    return results
 
 
 def causal_note(size: Size, named: bool, factory: Any) -> str:

@@ -27,15 +27,12 @@ class Figures(pl.Callback):
         writers: list[Any] = [w for w in experiments if hasattr(w, "add_figure")]  # TensorBoard's take figures
         if not writers:
             return
-        import matplotlib.pyplot as plt
-
         figures = pl_module.task.figures(
             functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None)
         )
         for tag, fig in figures.items():
             for writer in writers:  # at the last epoch trained (from 1): the curves' x axis
-                writer.add_figure(tag, fig, global_step=trainer.current_epoch)
-            plt.close(fig)
+                writer.add_figure(tag, fig, global_step=trainer.current_epoch, close=False)  # not pyplot's to close
 
 
 def forward_with_weights(pl_module: Any, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:

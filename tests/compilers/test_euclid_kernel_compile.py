@@ -1,6 +1,6 @@
 """Euclid's Triton kernels compiled for NVIDIA GPUs without one (sm_80, sm_90; Triton's bundled ptxas), as the
-operator launches them for bf16 inputs in the mixer's layout: the interpreter (test_euclid_kernel.py) never reaches
-the code generator, so this is what shows they build. Each compiles in a fresh Triton cache (its key leaves some
+operator launches them for bf16 inputs in the mixer's layout: the interpreter (tests/process/) never reaches the code
+generator, so this is what shows they build. Each compiles in a fresh Triton cache (its key leaves some
 environment switches out, so a cached kernel could hide a failing compile), spills nothing and leaves room for the
 blocks per SM the design counts on. A file of its own: its compiles take seconds each, and run beside the rest."""
 

@@ -78,19 +78,3 @@ def test_the_same_sweep_twice_at_once_trains_each_job_once(tmp_path, launcher):
         one_of_each(run)
     said = "".join(out + err for out, err in outs)
     assert "Traceback" not in said and "FileNotFoundError" not in said, said[-3000:]
-
-
-def test_checkpoints_without_a_record_are_never_mixed_with_a_fresh_start(tmp_path):
-    """metrics.json deleted: a new start is refused with the command that continues; that command continues from
-    last.ckpt under a new record, and no last-v1.ckpt appears."""
-    two = [*RUN[1:], "trainer.max_epochs=2"]
-    run_cli(tmp_path, *two)
-    (run,) = run_dirs(tmp_path / "outputs")
-    (run / "metrics.json").unlink()
-    again = run_cli(tmp_path, *RUN[1:], "trainer.max_epochs=2", check=False)
-    assert again.returncode == 2 and "holds checkpoints of these settings but no record" in again.stderr, again.stderr
-    assert "resume=true" in again.stderr and not (run / "metrics.json").exists()
-    run_cli(tmp_path, *two, "resume=true")
-    record = read_metrics(run)
-    assert record["status"] == "ok" and record["resumed"][0]["from"].endswith("checkpoints/last.ckpt"), record
-    assert sorted(p.name for p in (run / "checkpoints").glob("last*.ckpt")) == ["last.ckpt"]
