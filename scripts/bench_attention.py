@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from smoke import parsed
 
 from attnexp.mixers import CosineAttention, DotAttention, EuclidAttention, L2Attention
 
@@ -139,7 +140,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=list(PRECISION), default="32")
     parser.add_argument("--plot", default="bench_attention.png")
     parser.add_argument("--markdown", help="append the tables to this Markdown file")
-    args = parser.parse_args()
+    args = parsed(parser, lengths=[64], repeats=1, only=["euclid"], plot=None, markdown=None)
     os.environ["BENCH_ATTENTION_PRECISION"] = args.precision  # the fresh processes of peak_mb read it too
     torch.set_num_threads(args.threads)
     kernels = {n: f for n, f in variants().items() if not args.only or n in args.only or n == "sdpa"}
@@ -177,7 +178,8 @@ def main() -> None:
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write("\n".join(lines) + "\n")
-    plot(args.plot, args.lengths, kernels, rows)
+    if args.plot:
+        plot(args.plot, args.lengths, kernels, rows)
 
 
 def report_length(length: int, kernels: dict[str, Kernel], rows: dict) -> list[str]:

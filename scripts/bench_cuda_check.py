@@ -20,6 +20,7 @@ from functools import partial
 import pytorch_lightning  # noqa: F401  (sets PYTORCH_NVML_BASED_CUDA_CHECK=1, as in every run)
 import torch
 import torch.nn.functional as F
+from smoke import parsed
 
 from attnexp.mixers import DotAttention
 from attnexp.networks import PatchClassifier
@@ -44,7 +45,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = parsed(parser, steps=10, rounds=1)
     torch.set_num_threads(args.threads)
     times: dict[str, list[float]] = {"1": [], "0": []}
     for _ in range(args.rounds):

@@ -19,6 +19,7 @@ import time
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from smoke import parsed
 
 from attnexp.cli.train import CONFIG_DIR
 from attnexp.networks.decoding import greedy
@@ -35,7 +36,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (model=..., net.dim=...)")
-    args = parser.parse_args()
+    args = parsed(parser, batch=8, rounds=1, tgt_vocab=50, src_vocab=50, tgt_len=8, src_len=8)
     torch.set_num_threads(args.threads)
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=["data=pairs", *args.overrides])

@@ -30,6 +30,7 @@ import euclid_kernel_offline as offline  # beside this script
 import torch
 import triton
 import triton.language as tl
+from smoke import parsed
 
 from attnexp.mixers.euclid.ops.kernel import launches
 from attnexp.mixers.euclid.ops.kernel.launches import Launch
@@ -267,7 +268,7 @@ def main() -> None:
     parser.add_argument("--arch", type=int, default=90, choices=offline.ARCHS)
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--markdown", help="also write the table to this file")
-    args = parser.parse_args()
+    args = parsed(parser, length=64, markdown=None)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton_cache_")  # compiled here, not found
     lines = [
         f"sm_{args.arch}, bf16, head dim 64, L = {args.length}, no mask; Triton {triton.__version__}, torch "

@@ -42,6 +42,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
+from smoke import parsed
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
@@ -293,7 +294,7 @@ def main() -> None:
         "overrides", nargs="*", help="extra Hydra overrides for A, e.g. callbacks.progress_bar.refresh_rate=0"
     )
     parser.add_argument("--data-dir", default=os.environ.get("ATTNEXP_DATA_DIR", "data"))
-    args = parser.parse_args()
+    args = parsed(parser, epochs=1, steps=2, repeats=1, compile=False)
     torch.set_num_threads(args.threads)
     args.cheap_cuda_check = plain_cuda_check_without_driver()  # what the runner does, here for all three
     cfg = config(args)

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import SMALL_RUN, parsed
+
 DEFAULT = ["data=mnist", "data.download=false", "trainer.max_epochs=1"]
 
 
@@ -56,8 +58,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each run (1: the machine is shared)")
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
-    args = parser.parse_args()
-    overrides = args.overrides or DEFAULT
+    args = parsed(parser, repeats=1)
+    overrides = (args.overrides or DEFAULT) + (SMALL_RUN if args.smoke else [])
     with tempfile.TemporaryDirectory() as tmp:
         runs = [one_run(overrides, Path(tmp) / f"run{i}", args.threads) for i in range(args.repeats)]
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}

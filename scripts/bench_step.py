@@ -30,6 +30,7 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
+from smoke import parsed
 from torch import nn
 
 from attnexp.mixers import CosineAttention, DotAttention, EuclidAttention, L2Attention, SqueezeExcitation
@@ -160,7 +161,7 @@ def main() -> None:
     )
     parser.add_argument("--compile", action="store_true", help="torch.compile the networks (on a CPU it builds C++)")
     parser.add_argument("--markdown", help="append the tables to this Markdown file")
-    args = parser.parse_args()
+    args = parsed(parser, rounds=1, only=["euclid"], markdown=None)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.clock == "thread" and (device.type != "cpu" or args.threads != 1):

@@ -21,6 +21,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
+from smoke import SMALL_RUN, parsed
 
 from attnexp.cli.train import CONFIG_DIR, train
 from attnexp.runs import metrics_file
@@ -57,7 +58,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default: data=mnist)")
-    args = parser.parse_args()
+    args = parsed(parser, rounds=1, epochs=1)
+    args.overrides += SMALL_RUN if args.smoke else []
     torch.set_num_threads(args.threads)
     overrides = [
         "data=mnist",

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smoke import SMALL_RUN, parsed
+
 DEFAULT = ["model=euclid", "data=mnist", "data.download=false", "trainer.max_epochs=1"]
 SETTINGS = {"threads=1": ["threads=1"], "threads=2": ["threads=2"], "default": []}
 
@@ -88,8 +90,8 @@ def main() -> None:
         "--env", nargs="*", default=[], metavar="KEY=VALUE", help="for every run, e.g. OMP_WAIT_POLICY=ACTIVE"
     )
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
-    args = parser.parse_args()
-    overrides = args.overrides or DEFAULT
+    args = parsed(parser, rounds=1)
+    overrides = (args.overrides or DEFAULT) + (SMALL_RUN if args.smoke else [])
     env = dict(item.split("=", 1) for item in args.env)
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,6 +38,7 @@ from attnexp.training.module import TaskModule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from cifar10_files import random_cifar10
+from smoke import parsed
 
 
 class Throughput(pl.Callback):
@@ -99,7 +100,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers of the baseline")
     parser.add_argument("--images", type=int, default=10000, help="training images written")
-    args = parser.parse_args()
+    args = parsed(parser, rounds=1, steps=2, warmup=1, images=256, batch_size=32)
     warnings.filterwarnings("ignore")
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 

@@ -8,6 +8,8 @@ inputs, rounded to the precision first, with distances from the differences):
   ulps of the squared norms, is 100 times larger, and reaches the keys beyond the nearest);
 - ``competing δ``: four queries each have four keys within δ, 1.25δ, 1.5δ and 2δ (more near keys than a path that
   computes two per query exactly can resolve);
+- ``apart δ``: every query has two keys δ apart from each other, both 0.1 from it (the keys' gradients are a small
+  difference of large terms, resolved to about 1e-2 in float32 on every path, the plain formula's included);
 - ``equal``: integer vectors, two keys equal to a query (distance exactly 0); ``random``: Gaussian q, k, v.
 
 Errors are relative to the reference's largest magnitude: max |out - ref| / max |ref|, and the same for the gradient
@@ -15,7 +17,8 @@ of q, k and v for one random output gradient (the largest of the three). Paths: 
 autograd), ``rows`` (the CPU path: rows found by reading the data, recomputed whole), ``fixed`` (fixed shapes, two
 nearest keys per query: torch.compile and GPUs without Triton), ``triton`` (the GPU kernel, run here by Triton's
 interpreter; bf16 and fp16 inputs go to it as they are, where the torch paths compute distances in float32 under
-autocast).
+autocast), ``plain`` (the formula with every distance from its difference, no rule: the baseline each precision
+gives).
 
     PYTHONPATH=. python scripts/euclid_accuracy.py [--markdown euclid_accuracy.md] [--paths rows triton]
 """
@@ -58,7 +61,13 @@ def triton(q, k, v, scale, eps):
     return kernel.triton_euclid_attention(q, k, v, None, False, scale, eps)
 
 
-PATHS = {"explicit": explicit, "rows": rows, "fixed": fixed, "triton": triton}
+def plain(q, k, v, scale, eps):
+    """The formula through autograd with every distance from its difference, no rule (the baseline of float32)."""
+    distance = torch.linalg.vector_norm(q.unsqueeze(-2) - k.unsqueeze(-3), dim=-1)
+    return (1.0 / (distance * scale + eps)).softmax(-1) @ v
+
+
+PATHS = {"explicit": explicit, "rows": rows, "fixed": fixed, "triton": triton, "plain": plain}
 
 
 def near_pairs(delta: float, offset: float = 0.0) -> tuple[torch.Tensor, ...]:
@@ -68,6 +77,16 @@ def near_pairs(delta: float, offset: float = 0.0) -> tuple[torch.Tensor, ...]:
     u = torch.nn.functional.normalize(torch.randn(1, 2, 16, 16), dim=-1)
     k = torch.cat([q[:, :, :8] + delta * u[:, :, :8], q[:, :, :8] + 2 * delta * u[:, :, 8:]], dim=2)
     return q + offset, k + offset, v
+
+
+def apart(delta: float) -> tuple[torch.Tensor, ...]:
+    """Every query has two keys delta apart, both 0.1 from it (a gradient float32 resolves badly on any path).
+    # (1, 2, 16, 16) each"""
+    torch.manual_seed(4)
+    q, v = torch.randn(1, 2, 16, 16) * 2, torch.randn(1, 2, 16, 16)
+    u = torch.nn.functional.normalize(torch.randn(1, 2, 16, 16), dim=-1)
+    key = q[:, :, :8] + 0.1 * u[:, :, :8]
+    return q, torch.cat([key, key + delta * u[:, :, 8:]], dim=2), v
 
 
 def competing(delta: float) -> tuple[torch.Tensor, ...]:
@@ -86,6 +105,7 @@ def cases() -> dict[str, tuple[torch.Tensor, ...]]:
     found = {f"near {delta:g}": near_pairs(delta) for delta in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)}
     found.update({f"offset {delta:g}": near_pairs(delta, 20.0) for delta in (1e-2, 1e-4, 1e-6)})
     found.update({f"competing {delta:g}": competing(delta) for delta in (1e-2, 1e-4, 1e-6)})
+    found.update({f"apart {delta:g}": apart(delta) for delta in (1e-4, 1e-6)})
     torch.manual_seed(10)
     q, k, v = (torch.randint(-2, 3, (1, 2, 16, 16)).float() for _ in range(3))
     k[:, :, 2], k[:, :, 6] = q[:, :, 4], q[:, :, 4]

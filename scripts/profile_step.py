@@ -36,6 +36,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
+from smoke import parsed
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
@@ -229,7 +230,7 @@ def main() -> None:
     parser.add_argument("--share", type=int, nargs="*", default=[], help="jobs at once on one device, e.g. 1 3 6")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
-    args = parser.parse_args()
+    args = parsed(parser, steps=3, warmup=1)
     device = torch.device(args.device)
     precision = args.precision or ("bf16-mixed" if device.type == "cuda" else "32-true")
     if args.worker:

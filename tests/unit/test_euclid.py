@@ -180,8 +180,9 @@ def test_a_nan_query_spreads_to_its_output_row():
 
 
 def test_tiles_keep_no_score_matrix_for_backward(monkeypatch):
-    """Long sequences: autograd saves q, k, v, the output, row statistics, the nearest keys and a view of the caller's
-    (B, 1, 1, Lk) padding mask, nothing of size Lq x Lk."""
+    """Long sequences: autograd saves q, k and v (each with at most two columns more: the rows path's norms), the
+    output, row statistics, the nearest keys and a view of the caller's (B, 1, 1, Lk) padding mask, nothing of size
+    Lq x Lk."""
     monkeypatch.setattr(tiles, "KEEP_SCORES", 1 << 16)  # fewer than the 2 x 2 x 300 x 300 scores here
     q, k, v = (torch.randn(2, 2, 300, 4, requires_grad=True) for _ in range(3))
     padding = torch.ones(2, 1, 1, 300, dtype=torch.bool)
@@ -189,7 +190,7 @@ def test_tiles_keep_no_score_matrix_for_backward(monkeypatch):
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         fused_euclid_attention(q, k, v, padding, 0.5, EPS).sum().backward()
-    assert saved and max(t.untyped_storage().nbytes() for t in saved) <= 4 * q.numel()
+    assert saved and max(t.untyped_storage().nbytes() for t in saved) <= 4 * q.numel() * (4 + 2) / 4
     assert all(torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0 for t in (q, k, v))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -39,6 +40,59 @@ def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtyp
             slots[slot] = memory, views
         view = views[shape, dtype] = memory[:numel].view(dtype).view(shape)
     return view
+
+
+def core_cache_bytes(default: int = 1 << 20) -> int:
+    """The cache a core keeps to itself (its L2, as Linux's sysfs gives it), or ``default`` where it cannot be read."""
+    try:
+        for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+            if (index / "level").read_text().strip() == "2" and (index / "type").read_text().strip() != "Instruction":
+                size = (index / "size").read_text().strip().upper()
+                return int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1:], 0)
+    except (OSError, ValueError):
+        pass
+    return default
+
+
+STEP = 32  # floats one step of torch's vectorised CPU loop takes (two AVX-512 vectors, four AVX2 ones)
+GRAIN = 32768  # elements below which an elementwise operation runs on one thread (torch's grain size)
+
+
+def whole_steps(numel: int) -> int:
+    """``numel`` rounded up so that each thread's share of an elementwise operation over it is whole steps of torch's
+    vectorised loop: no element goes through the loop's scalar remainder, whose ``exp2`` rounds differently from the
+    vectorised one, so an element's result does not depend on where in the tensor it lies (nor on the other rows
+    of the batch)."""
+    size = -(-numel // STEP) * STEP
+    while True:
+        threads = max(1, min(torch.get_num_threads(), -(-size // GRAIN)))
+        rounded = -(-size // (STEP * threads)) * STEP * threads
+        if rounded == size:
+            return size
+        size = rounded
+
+
+def tile_memory(slot: int, shape: tuple[int, ...], like: Tensor) -> tuple[Tensor, Tensor]:
+    """Score-sized memory of ``shape`` for one tile: the view to write into and the whole-steps flat view over it
+    (:func:`whole_steps`) to run ``exp2`` and the like on, memory the thread keeps between calls (handed out as the
+    same views while the shape and the thread count stay), or new memory off a CPU and in a compiled graph."""
+    numel = math.prod(shape)
+    if like.device.type != "cpu" or torch.compiler.is_compiling():
+        flat = torch.empty(whole_steps(numel), dtype=torch.float32, device=like.device)
+        return flat[:numel].view(shape), flat
+    tiles = getattr(_workspaces, "tiles", None)
+    if tiles is None:
+        tiles = _workspaces.tiles = {}
+    memory, views = tiles.get(slot, (None, {}))
+    key = shape, torch.get_num_threads()
+    found = views.get(key)
+    if found is None:
+        size = whole_steps(numel)
+        if memory is None or memory.numel() < size:
+            memory, views = torch.empty(size, dtype=torch.float32), {}
+            tiles[slot] = memory, views
+        found = views[key] = memory[:numel].view(shape), memory[:size]
+    return found
 
 
 def kept_memory(ctx: object, like: Tensor, *shapes: tuple[int, ...]) -> list[Tensor | None]:

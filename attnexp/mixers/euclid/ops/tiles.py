@@ -9,12 +9,14 @@ from typing import NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from attnexp.mixers.euclid.ops.memory import workspace
+from attnexp.mixers.euclid.ops.memory import core_cache_bytes, workspace
 
 LN2 = math.log(2.0)
 
 KEEP_SCORES = 1 << 20  # scores per call (every batch and head): at most this many, the forward keeps its weights
-CPU_TILE_SCORES = 1 << 17  # scores per tile on a CPU (512 KiB of float32: a core's cache)
+# scores per tile on a CPU: a tile's two float32 buffers take half a core's cache (2 MiB: 131,072 scores), within
+# 65,536 and 262,144 (fewer cost more in Python per tile than they save)
+CPU_TILE_SCORES = min(max(core_cache_bytes() // 16, 1 << 16), 1 << 18)
 GPU_TILE_SCORES = 1 << 24  # on a GPU: few, large tiles
 
 
@@ -45,12 +47,12 @@ def blocked_tile(blocked: Tensor | None, heads: int, g: slice, r: slice) -> Tens
     return rows[n // heads if b > 1 else 0, n % heads if h > 1 else 0]  # (n, c|1, Lk)
 
 
-def value_grad(e: Tensor, dout: Tensor, v: Tensor, dv: Tensor | None, first: bool) -> Tensor:
+def value_grad(e: Tensor, dout: Tensor, low: torch.dtype, dv: Tensor | None, first: bool) -> Tensor:
     """``dv`` (n, Lk, Dv) = e^T dout of one tile, written when ``first`` (the group's first tile), else added to; in
-    v's precision, as the forward's e @ v."""
-    if v.dtype == e.dtype:
+    the values' precision ``low``, as the forward's e @ v."""
+    if low == e.dtype:
         return torch.bmm(e.transpose(1, 2), dout, out=dv) if first else dv.baddbmm_(e.transpose(1, 2), dout)
-    part = torch.bmm(e.to(v.dtype).transpose(1, 2), dout.to(v.dtype))
+    part = torch.bmm(e.to(low).transpose(1, 2), dout.to(low))
     return part.float() if dv is None else dv.copy_(part) if first else dv.add_(part)
 
 
@@ -111,7 +113,7 @@ def backward_tile(
     s2 = LN2 * scale * scale  # ln 2 from d(2^z)/dz
     e, pw = tile.e, tile.pw
     assert pw is not None
-    dv = value_grad(e, dout, v, dv, first)
+    dv = value_grad(e, dout, v.dtype, dv, first)
     if rs is not None and v.dtype == e.dtype:
         g = torch.baddbmm(rs.neg(), dout, v.transpose(1, 2), out=workspace(3, e.shape, e))  # dp / s - rowsum
     else:  # dp / s in float32 (the factor z^2 / d magnifies its rounding)

@@ -1,0 +1,155 @@
+"""Scaling benchmark: euclid's step and peak memory against dot's, over lengths, batches, head dims and threads.
+
+Each cell is one attention layer (the mixer with its projections, one head: model dim = head dim) on a random
+(batch, length, dim) input that requires its gradient; a step is forward, ``out.square().mean()`` and backward
+(``model.path=auto``: dot through SDPA, euclid on a CPU through ``ops/rows.py``). Dot and euclid take turns step by
+step (:func:`bench_step.interleaved`); a round's time is each one's median step in that round, and the ratio is the
+median over rounds of euclid's time over dot's in the same round. ``--clock thread`` (one thread only) times each
+step by the thread's CPU time, leaving out the time a shared machine gives to other processes.
+
+Peak memory: the most tensor memory alive during two steps of a fresh layer, over what was alive before (torch's
+memory profile of the CPU allocator: the inputs, weights and gradients of earlier steps left out; euclid's workspace
+kept between calls counted), each in a fresh process (``--memory off`` skips it), dot then euclid.
+
+    PYTHONPATH=. python scripts/bench_scaling.py --markdown scaling.md
+    PYTHONPATH=. python scripts/bench_scaling.py --lengths 64 256 --batches 64 --dims 16 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnexp.mixers import DotAttention, EuclidAttention
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_step import interleaved  # the script beside this one
+
+MIXERS = {"dot": DotAttention, "euclid": EuclidAttention}
+
+
+def stepper(name: str, batch: int, length: int, dim: int) -> Callable[[], None]:
+    """One forward+backward step of a fresh seeded one-head attention layer of width ``dim`` on a fixed input."""
+    torch.manual_seed(0)
+    layer = MIXERS[name](dim, heads=1)
+    x = torch.randn(batch, length, dim, requires_grad=True)
+
+    def step() -> None:
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        layer(x)[0].square().mean().backward()
+
+    return step
+
+
+def ratio(batch: int, length: int, dim: int, rounds: int, clock: str) -> tuple[float, float, float, float]:
+    """(euclid's median ratio to dot, lowest and highest round's, dot's ms a step)."""
+    steps = {name: stepper(name, batch, length, dim) for name in MIXERS}
+    count = max(1, round(2e6 / (batch * length * (length + 4 * dim))))  # ~0.2 s a round at a few ns a score
+    interleaved(steps, max(1, count // 2))  # warm-up
+    times = [interleaved(steps, count, clock) for _ in range(rounds)]
+    ratios = sorted(t["euclid"] / t["dot"] for t in times)
+    return statistics.median(ratios), ratios[0], ratios[-1], statistics.median(t["dot"] for t in times) * 1e3
+
+
+def peak_mb(name: str, batch: int, length: int, dim: int) -> float:
+    """The most tensor memory (MB) alive during two steps of a fresh layer over what was alive before it (see the
+    module's docstring); in this process, after one small step of the same mixer (its one-time state)."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import MemoryProfileTimeline
+
+    stepper(name, 2, 8, dim)()
+    step = stepper(name, batch, length, dim)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        step()
+        step()
+    _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(torch.device("cpu"))
+    totals = [sum(s) for s in sizes]
+    return (max(totals) - totals[0]) / 2**20 if totals else 0.0
+
+
+def peaks(batch: int, length: int, dim: int, threads: int) -> dict[str, float]:
+    """Dot's and euclid's :func:`peak_mb`, dot then euclid, in a fresh process."""
+    code = (
+        "import json, sys, torch; sys.argv = ['x']; "
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); torch.set_num_threads({threads}); "
+        "from bench_scaling import peak_mb; "
+        f"print(json.dumps({{n: peak_mb(n, {batch}, {length}, {dim}) for n in ('dot', 'euclid')}}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def cpu() -> str:
+    """The CPU model and the flags that matter to torch's kernels (lscpu, Linux), or what platform knows."""
+    try:
+        lines = dict(
+            line.split(":", 1) for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+        )
+    except (OSError, ValueError):
+        return platform.processor() or platform.machine()
+    flags = [f for f in lines.get("Flags", "").split() if f.startswith(("avx", "amx", "fma"))]
+    caches = ", ".join(f"{k.strip()} {lines[k].strip()}" for k in ("L2 cache", "L3 cache") if k in lines)
+    return f"{lines.get('Model name', '?').strip()}, {os.cpu_count()} CPUs, {caches}; flags {' '.join(flags)}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512, 1024])
+    parser.add_argument("--batches", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--dims", type=int, nargs="+", default=[16, 64])
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[1, 0], help="torch.set_num_threads; 0: torch's default"
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clock", choices=["wall", "thread"], default="wall", help="thread: one thread's CPU time")
+    parser.add_argument("--memory", choices=["on", "off"], default="on")
+    parser.add_argument("--markdown", help="append the table to this Markdown file")
+    args = parser.parse_args()
+    default_threads = torch.get_num_threads()
+    lines = [
+        "| threads | head dim | batch | length | euclid / dot step (range) | dot ms | peak MB dot / euclid "
+        "| memory ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    for threads in args.threads:
+        count = threads or default_threads
+        torch.set_num_threads(count)
+        clock = args.clock if count == 1 else "wall"
+        for dim in args.dims:
+            for batch in args.batches:
+                for length in args.lengths:
+                    mid, low, high, dot_ms = ratio(batch, length, dim, args.rounds, clock)
+                    memory = "| |"
+                    if args.memory == "on":
+                        mb = peaks(batch, length, dim, count)
+                        memory = f"| {mb['dot']:.2f} / {mb['euclid']:.2f} | {mb['euclid'] / mb['dot']:.2f} |"
+                    cell = f"| {count} | {dim} | {batch} | {length} |"
+                    line = f"{cell} {mid:.2f} ({low:.2f}-{high:.2f}) | {dot_ms:.2f} {memory}"
+                    lines.append(line)
+                    print(line, flush=True)
+    load = os.getloadavg()
+    lines.append(
+        f"\nbench_scaling: {args.rounds} rounds, {args.clock} clock at one thread; {cpu()}; torch {torch.__version__}, "
+        f"Python {platform.python_version()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
+    )
+    print(lines[-1])
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
