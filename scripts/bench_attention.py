@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from smoke import parsed
@@ -95,8 +96,8 @@ def peak_mb(name: str, length: int, backward: bool) -> float:
     pages of earlier calls would otherwise be reused unseen): the GPU's peak allocation, or on a CPU the peak
     resident set (Linux's VmHWM) over the resident set before the call."""
     code = (
-        "import json, sys; sys.argv = ['x']; from scripts.bench_attention import *; "
-        f"print(json.dumps(one_peak({name!r}, {length}, {backward})))"
+        f"import json, sys; sys.argv = ['x']; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+        f"from bench_attention import *; print(json.dumps(one_peak({name!r}, {length}, {backward})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -34,6 +34,7 @@ from attnexp.mixers import DotAttention, EuclidAttention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import interleaved  # the script beside this one
+from smoke import parsed
 
 MIXERS = {"dot": DotAttention, "euclid": EuclidAttention}
 
@@ -115,7 +116,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=["wall", "thread"], default="wall", help="thread: one thread's CPU time")
     parser.add_argument("--memory", choices=["on", "off"], default="on")
     parser.add_argument("--markdown", help="append the table to this Markdown file")
-    args = parser.parse_args()
+    args = parsed(parser, lengths=[16], batches=[16], dims=[16], threads=[1], rounds=1, markdown=None)
     default_threads = torch.get_num_threads()
     lines = [
         "| threads | head dim | batch | length | euclid / dot step (range) | dot ms | peak MB dot / euclid "

@@ -231,6 +231,8 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
     args = parsed(parser, steps=3, warmup=1)
+    if args.smoke:  # a small network on a small split
+        args.overrides = [*(args.overrides or DEFAULT), "data.val_size=100", "net.depth=1"]
     device = torch.device(args.device)
     precision = args.precision or ("bf16-mixed" if device.type == "cuda" else "32-true")
     if args.worker:

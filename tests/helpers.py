@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 import os
+import runpy
 import signal
 import struct
 import subprocess
@@ -91,12 +92,12 @@ def output_captured() -> Iterator[list[str]]:
                 said.append(file.read().decode(errors="backslashreplace"))
 
 
-def script_path(pythonpath: str = "") -> list[str]:
-    """``sys.path`` as an interpreter starting a console script sets it: the script's folder, ``pythonpath``, then the
-    interpreter's own entries; not the test folders pytest put there."""
+def script_path(first: str, pythonpath: str = "") -> list[str]:
+    """``sys.path`` as an interpreter starting a script sets it: the script's folder ``first``, ``pythonpath``, then
+    the interpreter's own entries; not the test folders pytest put there."""
     tests = REPO / "tests"
     own = [p for p in sys.path if p and not Path(p).resolve().is_relative_to(tests)]
-    return [str(SCRIPTS), *(p for p in pythonpath.split(os.pathsep) if p), *(p for p in own if p != str(SCRIPTS))]
+    return [first, *(p for p in pythonpath.split(os.pathsep) if p), *(p for p in own if p != first)]
 
 
 def run_script(cwd: Path, name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -104,7 +105,26 @@ def run_script(cwd: Path, name: str, *args: str, env: dict | None = None) -> sub
     its entry point called with ``sys.argv``, in ``cwd``, with a user's shell's environment (and ``env``: its
     ``PYTHONPATH`` goes on ``sys.path`` as an interpreter's start puts it), its output captured and its exit status as
     the process would end with it (an uncaught error: 1, its traceback on stderr)."""
-    entry, argv = entry_point(name), [name, *args]
+    return in_process(entry_point(name), [name, *args], cwd, str(SCRIPTS), env)
+
+
+def run_python(cwd: Path, script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python SCRIPT ARGS`` (a benchmark of scripts/) run in this process as :func:`run_script` runs a command, held
+    as a command is (:func:`attnexp.cli.command.held`): what it changes in the process is put back."""
+    from attnexp.cli.command import held
+
+    path = Path(cwd, script).resolve()
+
+    def main() -> None:
+        with held(path.name):
+            runpy.run_path(str(path), run_name="__main__")
+
+    return in_process(main, [str(path), *args], cwd, str(path.parent), env)
+
+
+def in_process(entry, argv: list[str], cwd: Path, first: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``entry()`` with ``sys.argv`` = ``argv`` in ``cwd``, ``sys.path`` starting at ``first``, a user's shell's
+    environment and ``env``; what it prints captured; the exit status its process would end with."""
     environ, here, before, path = user_env(env), os.getcwd(), dict(os.environ), list(sys.path)
     root = logging.getLogger()
     logged = list(root.handlers), root.level  # pytest's capture of log records: a fresh process's root has none
@@ -114,7 +134,7 @@ def run_script(cwd: Path, name: str, *args: str, env: dict | None = None) -> sub
         os.environ.clear()
         os.environ.update(environ)
         sys.argv[:] = argv
-        sys.path[:] = script_path(environ.get("PYTHONPATH", ""))
+        sys.path[:] = script_path(first, environ.get("PYTHONPATH", ""))
         try:
             entry()
             status = 0

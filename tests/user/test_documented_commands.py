@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from documented import Command, documented
-from helpers import REPO, SCRIPTS, fake_mnist, run_process, run_script, user_env
+from helpers import REPO, SCRIPTS, fake_mnist, run_process, run_python, run_script, user_env
 
 MOST_JOBS = 3  # the largest sweep of docs/ this tier runs (README.md's and examples/ run whole): CI's time
 GPU, CLUSTER, NETWORK = "needs a GPU", "needs a SLURM cluster", "needs the network"
-BENCHMARK = "a benchmark (timings, minutes): tests/unit/test_scripts.py runs each script's smallest form"
+BENCHMARK = "a benchmark at full size (timings, minutes): docs/benchmarks.md runs each script with --smoke here"
 CI_ITSELF = "the install and the test suite's own commands: CI runs them, and this tier inside them"
 NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not run it
     "pip install -e .": CI_ITSELF,
@@ -50,7 +50,7 @@ def reason_not_run(cmd: Command, jobs: int) -> str | None:
     if cmd.text in NOT_RUN:
         return NOT_RUN[cmd.text]
     if cmd.program == "python" and any(w.startswith("scripts/") for w in cmd.words):
-        return GPU if any("gpu_check" in w for w in cmd.words) else BENCHMARK
+        return GPU if any("gpu_check" in w for w in cmd.words) else None if "--smoke" in cmd.words else BENCHMARK
     if any(w in ("trainer=gpu", "trainer=ddp") for w in cmd.words):
         return GPU
     if any("nanoGPT" in w for w in cmd.words):
@@ -258,6 +258,8 @@ def run_command(cmd: Command, cwd: Path, workspace: Path) -> tuple[subprocess.Co
         return tensorboard_serves([str(SCRIPTS / "tensorboard"), *words[1:]], cwd, env), cwd
     installed = {"PYTHONPATH": str(workspace / "site")} if (workspace / "site").is_dir() else {}
     shell = {**BUDGET, "ATTNEXP_DATA_DIR": str(workspace / "data"), **installed, **env}  # the user's exports
+    if words[0] == "python":  # the checkout's script (the tests' data writers beside it), its files written here
+        return run_python(workspace, str(REPO / words[1]), *words[2:], env=shell), cwd
     run = run_process if cmd in STARTED else run_script
     return run(cwd, *words, env=shell), cwd
 
