@@ -21,9 +21,10 @@ out)``, Lq x D values, as flash attention does. Scores are in base 2, as on the 
 
 Up to ``tiles.KEEP_SCORES`` scores a call keeps its weights for the backward pass, nothing computed twice
 (:mod:`~attnexp.mixers.euclid.ops.rows_kept`); beyond, its memory is of the order of its inputs': at most
-:data:`MEMORY_WIDTHS` score-sized floats per value of its queries, and it goes tile by tile (:mod:`~attnexp.mixers.euclid.ops.rows_tiles`), each tile computed once forward and once
-backward, as flash attention does, keeping the augmented q and k (two columns of norms more than q and k), [v, 1],
-the output, the row sums and the exact rows' queries, nothing of size Lq x Lk.
+:data:`MEMORY_WIDTHS` score-sized floats per value of its queries, and it goes tile by tile
+(:mod:`~attnexp.mixers.euclid.ops.rows_tiles`), each tile computed once forward and once backward, as flash attention
+does, keeping the augmented q and k (two columns of norms more than q and k), [v, 1], the output, the row sums and
+the exact rows' queries, nothing of size Lq x Lk.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class RowsEuclid(torch.autograd.Function):
     """softmax(ln 2 / (||q - k|| * scale + eps)) v (base-2 scores: euclid's with ``scale`` and ``eps`` times ln 2) on
     (N, L, D) float32 CPU tensors, N = batch * heads, its exact rows found by reading the data; ``blocked`` a bool
     (B|1, H|1, Lq|1, Lk) view, True where a query may not attend, or None. A query with nothing to attend to gives
-    zeros. A call of at most ``tiles.KEEP_SCORES`` scores keeps its weights for the backward pass (:mod:`~attnexp.mixers.euclid.ops.rows_kept`); a longer one goes tile by tile, each computed once
-    forward and once backward (:mod:`~attnexp.mixers.euclid.ops.rows_tiles`). Eager only: a compiled graph runs
+    zeros. A call of at most ``tiles.KEEP_SCORES`` scores keeps its weights for the backward pass
+    (:mod:`~attnexp.mixers.euclid.ops.rows_kept`); a longer one goes tile by tile, each computed once forward and once
+    backward (:mod:`~attnexp.mixers.euclid.ops.rows_tiles`). Eager only: a compiled graph runs
     :class:`~attnexp.mixers.euclid.ops.fixed.FixedEuclid`."""
 
     @staticmethod
