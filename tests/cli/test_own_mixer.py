@@ -55,6 +55,7 @@ def test_a_mixer_that_only_follows_the_call_contract_gets_telemetry_and_hparams(
 
 
 def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
+    """pip's --target folder on the path (the kit on it: the user's tier runs examples/mixer_package/README.md)."""
     site = tmp_path / "site"
     subprocess.run(
         [
@@ -80,8 +81,6 @@ def test_an_installed_packages_mixer_runs_from_any_folder(tmp_path):
     anywhere = tmp_path / "anywhere"
     anywhere.mkdir()
     installed = {"PYTHONPATH": str(site)}  # pip's --target folder: the package's own place on the import path
-    check = run_script(anywhere, "attnexp-check", "model=l1", env=installed)
-    assert check.returncode == 0, check.stdout + check.stderr[-2000:]
     run_cli(anywhere, "model=l1", *FAST, env=installed)
     (run,) = run_dirs(anywhere / "outputs")
     assert read_metrics(run)["mixer"] == "l1" and read_metrics(run)["status"] == "ok"

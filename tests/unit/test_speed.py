@@ -27,3 +27,28 @@ def test_dot_against_itself_saves_the_same_memory_and_the_machine_is_named():
     assert speed.mixer.memory == speed.dot.memory > 0
     named = machine()
     assert named.startswith("CPU ") and "torch " in named and "thread" in named
+
+
+def test_the_memory_docs_mixers_md_quotes_is_what_the_kit_measures():
+    """docs/mixers.md's example of the speed line (``attnexp-check model=euclid data=mnist net.dim=64 model.heads=4``:
+    batch 64, 16 tokens, width 64, 4 heads) quotes the memory saved for backward, which depends on the code, not the
+    machine: the figures it gives are the ones the kit measures now (its 1.52x was 1.74x at one time)."""
+    import re
+
+    import torch
+    from helpers import REPO
+
+    from attnexp.mixers.conformance.speed import megabytes, memory
+
+    quoted = re.search(
+        r"x dot's memory saved for backward \(([\d.]+ \w+) against ([\d.]+ \w+)\)",
+        (REPO / "docs" / "mixers.md").read_text(),
+    )
+    assert quoted, "docs/mixers.md quotes no speed line"
+    torch.manual_seed(0)
+    x = torch.randn(64, 16, 64)
+    measured = []
+    for name in ("euclid", "dot"):
+        mixer = build_mixer(model_factory(name, heads=4), dim=64, num_tokens=16).train()
+        measured.append(megabytes(memory(mixer, x)))
+    assert [quoted[1], quoted[2]] == measured

@@ -31,6 +31,12 @@ NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not r
     "attnexp data=cifar10 model=euclid model.heads=4": NETWORK + " (CIFAR-10 is downloaded; tests/unit/"
     "test_cifar10_loading.py reads files in its format)",
     "attnexp --multirun hydra/launcher=slurm hydra.launcher.partition=gpu model=dot,euclid seed=0,1,2": CLUSTER,
+    "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py --smoke": "six fresh processes, "
+    "beside a busy one (a minute: CI's time); tests/unit/test_threads.py tests the rule it measures",
+    "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/profile_step.py --smoke": "a ViT trained and "
+    "profiled under torch's profiler, beside a plain loop (a minute: CI's time)",
+    "PYTHONPATH=. python scripts/bench_kernel_static.py --smoke": "its kernels are compiled offline by "
+    "tests/compilers/test_euclid_kernel_compile.py",
 }
 TRAINED_ELSEWHERE = (  # sweeps of examples/ whose every mixer the kit checks above and a test trains beside dot
     "a sweep of {jobs} jobs (CI's time): the kit checks each of its mixers just above, and tests/cli/"
