@@ -116,7 +116,7 @@ class Saved:
     def __init__(self) -> None:
         self.cwd, self.argv, self.path = os.getcwd(), list(sys.argv), list(sys.path)
         self.environ = dict(os.environ)
-        self.users = {n: m for n, m in list(sys.modules.items()) if users_module(n, m)}  # hidden while it runs
+        self.users = users_modules()  # hidden while it runs
         for name in self.users:
             del sys.modules[name]
         self.modules = set(sys.modules)
@@ -132,9 +132,8 @@ class Saved:
     def restore(self) -> None:
         os.chdir(self.cwd)
         sys.argv[:], sys.path[:] = self.argv, self.path
-        for name in set(sys.modules) - self.modules:
-            if users_module(name, sys.modules[name]):
-                del sys.modules[name]
+        for name in users_modules().keys() - self.modules:
+            del sys.modules[name]
         sys.modules.update(self.users)
         restore_torch(self.torch, self.environ)
         os.environ.clear()
@@ -182,12 +181,19 @@ def restore_loggers(before: dict[str, tuple[Any, ...]]) -> None:
             logger.handlers[:] = [h for h in logger.handlers if id(h) in kept]
 
 
-def users_module(name: str, module: Any) -> bool:
-    """A module imported from the user's files (a mixer of one's own, a notebook's helper), not a library's or
-    attnexp's: a command imports its own copy, as a fresh process would, and forgets it when it returns; the caller's
-    stay the caller's."""
+def users_modules() -> dict[str, Any]:
+    """The modules imported from the user's files (a mixer of one's own, a notebook's helper), not a library's or
+    attnexp's: a command imports its own copies, as a fresh process would, and forgets them when it returns; the
+    caller's stay the caller's."""
+    known = (str(PACKAGE), *map(str, identity.library_roots(tuple(sys.path))))
+    prefixes = tuple(f"{root}{os.sep}" for root in known)
+    return {n: m for n, m in list(sys.modules.items()) if users_module(n, m, prefixes)}
+
+
+def users_module(name: str, module: Any, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``module`` is the user's (``prefixes``: the folders of attnexp and the libraries, as strings)."""
     file = getattr(module, "__file__", None)
-    if not file or name in ("__main__", "__mp_main__"):
+    if not file or name in ("__main__", "__mp_main__") or file.startswith(prefixes):  # most: no file system call
         return False
     path = Path(file).resolve()
     return not path.is_relative_to(PACKAGE) and not identity.installed_or_standard(path)

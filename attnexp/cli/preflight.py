@@ -155,8 +155,9 @@ def composed(config_name: str, job: list[str], sweep: bool = False) -> DictConfi
         told = typos.explain(err, job, config_name)
         if sweep:
             told = (
-                f"In the sweep's job {' '.join(job)}: {told.removesuffix(NOTHING)}Every job of a sweep gets each key "
-                f"it sets: sweep options that take a key on their own. {NOTHING}"
+                f"In the sweep's job {' '.join(job)}: {told.removesuffix(NOTHING)}Every job of a sweep gets every key "
+                f"the command sets: sweep together the options that take it, and the others in a sweep of their own. "
+                f"{NOTHING}"
             )
         raise AttnexpError(told) from None
 

@@ -211,7 +211,11 @@ def test_the_data_identity_is_the_files_read_by_size_and_hash_wherever_they_lie(
         (["+seed=1"], ["which the config already has: set it without '+' (seed=1)"]),
         (
             ["-m", "model=dot,euclid", "model.eps=0.1"],
-            ["In the sweep's job model=dot model.eps=0.1", "Every job of a sweep gets each key it sets"],
+            [
+                "In the sweep's job model=dot model.eps=0.1",
+                "Every job of a sweep gets every key the command sets: sweep together the options that take it, and "
+                "the others in a sweep of their own.",
+            ],
         ),
         (["-m", "model=euclid,dot", "model.eps=0.1"], ["In the sweep's job model=dot model.eps=0.1"]),
         (["resume=flase"], ["resume=flase is not allowed", "not a valid bool"]),
