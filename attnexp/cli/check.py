@@ -66,7 +66,7 @@ def main(cfg: DictConfig) -> Any:
             failure = explain_mixer_failure(err)
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or not (isinstance(failure, AttnexpError) or is_bad_input(err)):
             raise
-        print(f"attnexp-check: {explain(failure)}", file=sys.stderr)
+        command.refuse(f"attnexp-check: {explain(failure)}")
         raise SystemExit(EXIT_CODES["bad_input" if is_bad_input(failure) else "failed"]) from None
     passed = all(r.ok is not False for r in results)
     command.note_result({"passed": passed, "checks": [dataclasses.asdict(r) for r in results], "lines": lines})

@@ -65,10 +65,11 @@ def note_result(result: Any) -> None:
         command.result = result
 
 
-def note_error(paragraph: str) -> None:
-    """The running commands refused their input with ``paragraph``."""
+def refuse(paragraph: str) -> None:
+    """The running commands refuse their input with ``paragraph``, which the user reads on stderr."""
     for command in RUNNING:
         command.error = paragraph
+    print(paragraph, file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -63,8 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
         files.write_all(result, out)
     except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
-        command.note_error(f"attnexp-compare: {shortened(str(err))}")
-        print(f"attnexp-compare: {shortened(str(err))}", file=sys.stderr)
+        command.refuse(f"attnexp-compare: {shortened(str(err))}")
         return 2
     command.note_result(result)
     print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")

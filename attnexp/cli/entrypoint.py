@@ -19,9 +19,7 @@ def run(name: str, check: Callable[[], Any], main: Callable[[], Any], prefix: st
         try:
             check()
         except AttnexpError as err:
-            paragraph = f"{prefix or name}: {explain(err)}"
-            command.note_error(paragraph)
-            print(paragraph, file=sys.stderr)
+            command.refuse(f"{prefix or name}: {explain(err)}")
             raise SystemExit(EXIT_CODES["bad_input"]) from None
         try:
             main()

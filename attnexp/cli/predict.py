@@ -140,8 +140,7 @@ def main(cfg: DictConfig) -> Any:
     except AttnexpError as err:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        command.note_error(f"attnexp-predict: {explain(err)}")
-        print(f"attnexp-predict: {explain(err)}", file=sys.stderr)
+        command.refuse(f"attnexp-predict: {explain(err)}")
         raise SystemExit(EXIT_CODES["bad_input"]) from None
     command.note_result(predicted)
     print(predicted)

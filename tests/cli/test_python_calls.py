@@ -108,3 +108,5 @@ def test_each_call_returns_what_its_command_made(folder):
     with pytest.raises(CommandFailed, match="model=nope names no option of the config group model") as refused:
         attnexp.run(["model=nope"])
     assert refused.value.status == 2 and not (folder / "outputs" / "runs" / "nope").exists()
+    with pytest.raises(CommandFailed, match="attnexp-compare: no such folder: nowhere"):
+        attnexp.compare(["nowhere"])
