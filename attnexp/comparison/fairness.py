@@ -1,12 +1,13 @@
 """Whether two configurations may be compared at all, and what a verdict between them rests on: equal budgets
 (``trainer.max_epochs``, steps, time caps, batches per epoch), equal tuning grids, enough seeds and budgets that
-finished (runs no longer improving: :mod:`attnexp.runs.resolution`)."""
+finished (runs no longer improving: :mod:`attnexp.runs.resolution`), runs that learnt something."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
 
+from attnexp.comparison.chance import at_chance
 from attnexp.comparison.runs import Run
 from attnexp.comparison.suite import seed_order
 from attnexp.runs.settings import BUDGET, flat, method
@@ -97,6 +98,13 @@ def caveats(row: Row, against: Row, paired: int) -> list[str]:
     if improving:
         found.append(f"{improving} of {len(runs)} runs still improving at their last epoch")
     return found
+
+
+def all_at_chance(row: Row, against: Row) -> bool:
+    """Whether every finished run of both configurations stayed at chance: their verdict compares nothing learnt, and
+    says so first (an "equivalent" or a seed count reads otherwise as a finding)."""
+    runs = [*row.ok, *against.ok]
+    return bool(runs) and all(at_chance(r) for r in runs)
 
 
 def still_improving(row: Row) -> str:

@@ -111,7 +111,7 @@ def fill(
     (``spec`` None: the baseline ``wanted`` names no row here). A row whose budget (or, tuned, whose grid) differs
     from its baseline's is not compared: its verdict says why and how to complete it, and it is no member of the
     family. The p-values of one metric's comparisons are one family, adjusted together (Holm). A verdict says what it
-    rests on: fewer than 3 seeds, runs still improving."""
+    rests on: fewer than 3 seeds, runs still improving; first, when every run of both stayed at chance."""
     for row in rows:
         for metric in metrics:
             recorded = {r.seed: r.metrics[metric] for r in row.ok if metric in r.metrics}
@@ -145,7 +145,8 @@ def fill(
             row.diffs[metric] = diff
             said = verdict(diff, higher_is_better=mode == "max" if mode else None)
             caveats = fairness.caveats(row, by_config[row.baseline], diff.n) if diff.test != "none" else []
-            row.verdicts[metric] = f"{said} ({'; '.join(caveats)})" if caveats else said
+            said = f"{said} ({'; '.join(caveats)})" if caveats else said
+            row.verdicts[metric] = f"all runs at chance; {said}" if fairness.all_at_chance(row, by_config[row.baseline]) else said
         for row, diff in zip(compared, diffs):
             if refused[row.config]:
                 row.diffs[metric], row.verdicts[metric] = diff, str(refused[row.config])

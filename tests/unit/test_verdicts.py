@@ -280,3 +280,16 @@ def test_ignored_overrides_pool_runs_whose_budgets_were_matched_per_seed(tmp_pat
         "model=dot",
         "model=euclid",
     }
+
+
+def test_a_verdict_between_runs_that_all_stayed_at_chance_says_so_first(tmp_path, capsys):
+    for seed in range(3):  # chance is 0.1 (10 classes): neither mixer learnt anything
+        record(tmp_path / "runs", f"dot/{seed}", "dot", seed, 0.10 + 0.01 * seed)
+        record(tmp_path / "runs", f"euclid/{seed}", "euclid", seed, 0.11 - 0.01 * seed)
+        record(tmp_path / "runs", f"cosine/{seed}", "cosine", seed, 0.80 + 0.01 * seed)  # learnt: no such lead
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp")]) == 0
+    lead = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("**Primary metric"))
+    assert "model=euclid vs model=dot: all runs at chance; " in lead, lead
+    assert "model=cosine vs model=dot: inconclusive" in lead, lead
+    written = {r["config"]: r for r in csv.DictReader((tmp_path / "cmp" / "summary.csv").open())}
+    assert written["model=euclid"]["test/loss verdict"].startswith("all runs at chance; ")
