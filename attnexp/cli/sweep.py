@@ -17,8 +17,8 @@ from attnexp.cli import command
 from attnexp.comparison.files import write_all
 from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
-from attnexp.comparison.runs import left_out_notes
-from attnexp.comparison.summary import DEFAULT_TUNE, compare
+from attnexp.comparison.runs import Run, left_out_notes
+from attnexp.comparison.summary import DEFAULT_TUNE, Comparison, RepeatedSeeds, compare
 from attnexp.runs import metrics_file
 
 log = logging.getLogger("attnexp")
@@ -44,22 +44,33 @@ class SweepCallback(Callback):
             f"{r.folder} ({r.metrics['status'].replace('_', ' ')})" for r in runs if r.metrics["status"] in unfinished
         ]
         if any(r.comparable for r in runs):
-            options = config.get("compare") or {}
-            tune, columns = list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or [])
-            settings = (tune, columns, dict(options.get("margin") or {}))
             try:
-                result = compare(runs, options.get("baseline"), *settings)
-            except ValueError as err:  # a baseline that matches no configuration
-                log.error(f"compare: {err} Compared with the default baseline instead.")
-                result = compare(runs, None, *settings)
-            write_all(result, sweep_dir)
-            write_text_summary(sweep_dir, text := markdown(result))
-            print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
+                result = summary(runs, config.get("compare") or {})
+            except RepeatedSeeds as err:  # attnexp-compare's refusal: no summary; the jobs' runs are kept
+                log.error(f"No summary of {sweep_dir}: {err} Then attnexp-compare {sweep_dir} writes it.")
+            else:
+                write_all(result, sweep_dir)
+                write_text_summary(sweep_dir, text := markdown(result))
+                print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
         else:
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
         if failed:
             log.error(f"{len(failed)} of {len(runs)} jobs did not finish or are invalid: " + ", ".join(failed))
             sys.exit(1)
+
+
+def summary(runs: list[Run], options: DictConfig | dict) -> Comparison:
+    """The comparison of the sweep's runs with its ``compare`` options, as attnexp-compare makes it; a baseline that
+    matches no configuration gives way to the default one, said. Repeated seeds are refused (:class:`RepeatedSeeds`)."""
+    tune, columns = list(options.get("tune") or DEFAULT_TUNE), list(options.get("columns") or [])
+    settings = (tune, columns, dict(options.get("margin") or {}))
+    try:
+        return compare(runs, options.get("baseline"), *settings)
+    except RepeatedSeeds:
+        raise
+    except ValueError as err:  # a baseline that matches no configuration
+        log.error(f"compare: {err} Compared with the default baseline instead.")
+        return compare(runs, None, *settings)
 
 
 def write_text_summary(sweep_dir: Path, text: str) -> None:

@@ -145,6 +145,10 @@ def table(
     )
 
 
+class RepeatedSeeds(ValueError):
+    """The same configuration and seed finished more than once among the runs given: no comparison counts them."""
+
+
 def refuse_duplicates(runs: list[Run]) -> None:
     """Two finished runs of one configuration and seed are not two replicates: the seed fixes the split, the batches
     and the initialisation, so the second repeats the first. Refuse them, naming the folders."""
@@ -166,7 +170,7 @@ def refuse_duplicates(runs: list[Run]) -> None:
         listed = "; ".join(
             f"{config} seed {seed} in {' and '.join(found)}" for (config, seed), found in sorted(repeated.items())
         )
-        raise ValueError(
+        raise RepeatedSeeds(
             f"the same configuration and seed finished more than once ({listed}). A repeated seed repeats the "
             "same split, batches and initialisation, so it is not another replicate and cannot be counted "
             "as one. Give the folders of one sweep, or move the repeated run folders elsewhere; new "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from helpers import read_metrics, run_dirs
+from helpers import output_captured, read_metrics, run_dirs
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -169,3 +169,33 @@ def test_launcher_settings_that_cannot_work_stop_before_a_sweep_folder_is_made(c
         assert word in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert not [p for p in (root / "outputs" / "multirun").glob("*/*") if p.is_dir()]
+
+
+def test_a_sweep_whose_folder_holds_the_same_configuration_and_seed_twice_ends_as_attnexp_compare_would(
+    cli, monkeypatch
+):
+    """An earlier run of the same configuration and seed in the sweep's folder (``hydra.sweep.dir`` given again, with
+    another ``paths.log_dir``): the summary's refusal, as attnexp-compare gives it, not a crash; the jobs are kept."""
+    short = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=2", QUIET]
+    root, _ = cli("seed=0", "paths.log_dir=first", *short)
+    (earlier,) = run_dirs(root / "first")
+    (root / "sweep").mkdir()
+    (root / "sweep" / "earlier").symlink_to(earlier)
+    _, proc = cli(
+        "--multirun", "seed=0,1", "paths.log_dir=second", "hydra.sweep.dir=sweep", *short, SEQUENTIAL, check=False
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    from attnexp.cli.compare import main
+
+    monkeypatch.chdir(root)
+    with output_captured() as said:
+        assert main(["sweep", "--out", "cmp"]) == 2
+    refusal = said[1].split("attnexp-compare: ", 1)[1].strip()
+    assert refusal.startswith("the same configuration and seed finished more than once (model=dot seed 0 in ")
+    assert "sweep/earlier and sweep/seed=0" in refusal
+    last = proc.stderr.strip().splitlines()[-1]  # the sweep ends with the same paragraph, and how to summarise it
+    assert last.endswith(f"No summary of sweep: {refusal} Then attnexp-compare sweep writes it."), proc.stderr[-3000:]
+    assert "raised ValueError" not in proc.stderr and "default baseline" not in proc.stderr
+    assert not (root / "sweep" / "summary.md").exists()
+    assert {read_metrics(p)["status"] for p in run_dirs(root / "second")} == {"ok"}
