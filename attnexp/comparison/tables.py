@@ -144,9 +144,10 @@ def fill(
         for (row, _), diff in zip(family, adjust([d for _, d in family])):
             row.diffs[metric] = diff
             said = verdict(diff, higher_is_better=mode == "max" if mode else None)
-            caveats = fairness.caveats(row, by_config[row.baseline], diff.n) if diff.test != "none" else []
+            against = by_config[row.baseline]
+            caveats = fairness.caveats(row, against, diff.n) if diff.test != "none" else []
             said = f"{said} ({'; '.join(caveats)})" if caveats else said
-            row.verdicts[metric] = f"all runs at chance; {said}" if fairness.all_at_chance(row, by_config[row.baseline]) else said
+            row.verdicts[metric] = f"all runs at chance; {said}" if fairness.all_at_chance(row, against) else said
         for row, diff in zip(compared, diffs):
             if refused[row.config]:
                 row.diffs[metric], row.verdicts[metric] = diff, str(refused[row.config])
