@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
+from functools import partial
 
 import pytest
 from helpers import model_factory, options
 
-from attnexp.mixers import build_mixer
+from attnexp.mixers import DotAttention, build_mixer
 from attnexp.mixers.conformance.speed import compare_with_dot, machine
 
 
@@ -52,3 +54,42 @@ def test_the_memory_docs_mixers_md_quotes_is_what_the_kit_measures():
         mixer = build_mixer(model_factory(name, heads=4), dim=64, num_tokens=16).train()
         measured.append(megabytes(memory(mixer, x)))
     assert [quoted[1], quoted[2]] == measured
+
+
+class Sleepy(DotAttention):
+    """A slow mixer: a quarter of a second a forward pass in training (a Python loop's or a recurrence's cost)."""
+
+    def forward(self, *args, **kwargs):
+        if self.training:
+            time.sleep(0.25)
+        return super().forward(*args, **kwargs)
+
+
+def test_a_slow_mixer_gets_a_coarse_ratio_within_the_time_cap():
+    """Warm-up, calibration and one round take at least 0.75 s of the mixer's sleep: a second round would end past the
+    0.9 s cap, so none starts (sleep never returns early: the count does not depend on how busy the machine is)."""
+    request = build_mixer(model_factory("dot"), dim=8, num_tokens=6).request
+    speed = compare_with_dot(partial(Sleepy), request, batch=2, cap_s=0.9)
+    assert speed.rounds == 1 and speed.ended == "capped"
+    assert "a coarse ratio: 1 alternating round, all that fit in 0.9 s" in speed.describe(), speed.describe()
+    assert speed.mixer.seconds >= 0.25 > speed.dot.seconds
+
+
+@pytest.mark.parametrize(
+    "mixer_s,dot_s,rounds,ended",
+    [
+        ((2.0,), (1.0,), 6, "decided"),  # the same ratio every round: decided at the first rounds that give an interval
+        ((3.0, 1.0), (1.0, 1.0), 15, "all"),  # a ratio of 3 or 1 by turns: never decided, every round measured
+    ],
+)
+def test_rounds_stop_once_the_ratio_is_decided(monkeypatch, mixer_s, dot_s, rounds, ended):
+    """Each measure's seconds given (no clock read decides the count): the rounds stop at the first count where the
+    median ratio's 95% interval lies within 5% of it."""
+    from attnexp.mixers.conformance import speed as module
+
+    given = {"mixer": iter(mixer_s * 20), "dot": iter(dot_s * 20)}
+    monkeypatch.setattr(module, "measure", lambda m, x, n: next(given["dot" if type(m) is DotAttention else "mixer"]))
+    request = build_mixer(model_factory("dot"), dim=8, num_tokens=6).request
+    speed = compare_with_dot(partial(Sleepy), request, batch=2, cap_s=math.inf)
+    assert (speed.rounds, speed.ended) == (rounds, ended)
+    assert ("the ratio decided within ±5%" in speed.describe()) == (ended == "decided"), speed.describe()

@@ -1,5 +1,6 @@
 """A mixer's training cost beside dot's at one size: forward and backward time and memory, measured side by side in
-one process (alternating rounds, medians), as ratios to dot, and the machine they were measured on."""
+one process (alternating rounds, medians), as ratios to dot, and the machine they were measured on. The rounds are
+bounded: fewer once the ratio is decided, and none started past a time cap (a slow mixer's ratio is then coarse)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from attnexp.mixers.dot import DotAttention
 from attnexp.mixers.request import MixerRequest
 
 MIN_MEASURE_S = 0.02  # each measure repeats the step until it lasts about this long
+ROUNDS = 15  # alternating rounds, at most
+CAP_S = 10.0  # no round starts that would end later than this after the measurement began (one round always runs)
+MIN_DECIDED = 6  # the fewest rounds whose median ratio has a 95% interval
+DECIDED = 0.05  # the ratio is decided once its median's 95% interval lies within this share of it
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # the instruction sets CPU kernels choose between
 
 
@@ -31,12 +36,16 @@ class Cost:
 
 @dataclass(frozen=True)
 class Speed:
-    """A mixer's :class:`Cost` beside dot's at the same size, on ``device``, over ``rounds`` alternating rounds."""
+    """A mixer's :class:`Cost` beside dot's at the same size, on ``device``, over ``rounds`` alternating rounds;
+    ``ended`` says why they stopped: ``"all"`` (as many as asked), ``"decided"`` (the ratio settled) or ``"capped"``
+    (the time cap, ``cap_s`` seconds, came first: a coarse ratio)."""
 
     mixer: Cost
     dot: Cost
     rounds: int
     device: torch.device
+    ended: str = "all"
+    cap_s: float = CAP_S
 
     @property
     def memory_measure(self) -> str:
@@ -47,34 +56,70 @@ class Speed:
         return (
             f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against "
             f"{milliseconds(self.dot.seconds)}, "
-            f"medians of {self.rounds} alternating rounds), {memory_ratio:.2f}x dot's {self.memory_measure} "
+            f"{self.how_measured()}), {memory_ratio:.2f}x dot's {self.memory_measure} "
             f"({megabytes(self.mixer.memory)} against {megabytes(self.dot.memory)})"
         )
+
+    def how_measured(self) -> str:
+        rounds = f"{self.rounds} alternating round{'s' * (self.rounds != 1)}"
+        if self.ended == "capped":
+            return f"a coarse ratio: {'the median of ' * (self.rounds > 1)}{rounds}, all that fit in {self.cap_s:g} s"
+        decided = f", the ratio decided within ±{DECIDED:.0%}" if self.ended == "decided" else ""
+        return f"medians of {rounds}{decided}"
 
 
 def compare_with_dot(
     factory: partial,
     request: MixerRequest,
     batch: int,
-    rounds: int = 15,
+    rounds: int = ROUNDS,
     device: torch.device | None = None,
     seed: int = 0,
+    cap_s: float | None = None,
 ) -> Speed:
     """Forward and backward of the mixer ``factory`` builds for ``request`` and of ``dot`` built for the same request,
     in training mode on the path a run trains with, on random tokens (``batch``, ``request.num_tokens`` or 64,
     ``request.dim``); time in alternating rounds (the order swapped every round, so that a machine getting busier
-    slows both alike), memory measured once each."""
+    slows both alike), memory measured once each. The rounds stop early once the ratio is decided (:func:`decided`),
+    or before one that would end more than ``cap_s`` seconds (default :data:`CAP_S`) after the start: a slow mixer's
+    ratio is then coarse. Beyond the rounds each mixer takes three steps: a warm-up, a calibration and the memory's."""
+    cap_s = CAP_S if cap_s is None else cap_s
+    began = time.perf_counter()
     device = device or torch.device("cpu")
     torch.manual_seed(seed)
     mixers = [make_mixer(f, **request._asdict()).to(device).train() for f in (factory, partial(DotAttention))]
     x = torch.randn(batch, request.num_tokens or 64, request.dim, device=device)
     repeats = [calibrate(m, x) for m in mixers]
     times: list[list[float]] = [[], []]
+    ended = "all"
     for r in range(rounds):
+        start = time.perf_counter()
         for i in (0, 1) if r % 2 == 0 else (1, 0):
             times[i].append(measure(mixers[i], x, repeats[i]))
+        now = time.perf_counter()
+        if r + 1 == rounds:
+            break
+        if decided(times):
+            ended = "decided"
+            break
+        if now + (now - start) - began > cap_s:
+            ended = "capped"
+            break
     costs = [Cost(statistics.median(t), memory(m, x)) for t, m in zip(times, mixers)]
-    return Speed(costs[0], costs[1], rounds, device)
+    return Speed(costs[0], costs[1], len(times[0]), device, ended, cap_s)
+
+
+def decided(times: list[list[float]]) -> bool:
+    """Whether the rounds so far settle the time ratio: the 95% interval of the median of the rounds' ratios
+    (``scipy.stats.quantile_test``, an interval between two of them) lies within :data:`DECIDED` of that median."""
+    from scipy.stats import quantile_test
+
+    if len(times[0]) < MIN_DECIDED:
+        return False
+    ratios = [a / max(b, 1e-12) for a, b in zip(*times)]
+    middle = statistics.median(ratios)
+    interval = quantile_test(ratios, q=middle).confidence_interval(0.95)
+    return bool(middle * (1 - DECIDED) <= interval.low and interval.high <= middle * (1 + DECIDED))
 
 
 def step(mixer: nn.Module, x: Tensor) -> None:
