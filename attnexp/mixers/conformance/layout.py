@@ -89,7 +89,21 @@ def token_layout(kit: Kit) -> Outcome:
         relative(mixer(kit.x[:, order], need_weights=w)[0], mixer(kit.x, need_weights=w)[0][:, order])
         for w in (False, True)
     )
-    return worst <= TOL, f"largest difference between mixing permuted tokens and permuting the output {worst:.2g}"
+    measured = f"largest difference between mixing permuted tokens and permuting the output {worst:.2g}"
+    return (True, measured) if worst <= TOL else (False, f"{measured}; {equivariance_note(mixer)}")
+
+
+def equivariance_note(mixer: nn.Module) -> str:
+    """What a failed token layout check asks of the mixer: its declaration, and where it came from (a windowed mixer
+    inherits ``permutation_equivariant = True`` from ``MultiHeadAttention``)."""
+    cls = type(mixer)
+    owner = next(c for c in cls.__mro__ if "permutation_equivariant" in vars(c))
+    said = "declares" if owner is cls else f"inherits from {owner.__name__}"
+    return (
+        f"{cls.__name__} {said} permutation_equivariant = True, which says token order does not matter to it: a mixer "
+        "with positions inside (a window, relative positions, a decay with distance) sets permutation_equivariant = "
+        "False (this check then does not apply); one without returns its output in another layout than (B, Lq, C)"
+    )
 
 
 def batch_independence(kit: Kit) -> Outcome:
