@@ -1,5 +1,6 @@
 """The commands the documentation shows: every command line in a code block of README.md, examples/ and docs/ (an
-indented block or a fenced one), as a user would copy it, with the file and line it is on."""
+indented block or a fenced one), as a user would copy it, with the file and line it is on; and every Python program
+it shows (a fenced ``python`` block), whole."""
 
 from __future__ import annotations
 
@@ -84,3 +85,41 @@ def documented() -> list[Command]:
     """Every documented command, in the order of the documents."""
     paths = sorted({p for pattern in DOCUMENTS for p in REPO.glob(pattern)}, key=lambda p: (p.name != "README.md", p))
     return [c for p in paths for c in commands_in(p)]
+
+
+class Program(NamedTuple):
+    """A fenced ``python`` block of a document: a program a reader can copy and run, or a sketch (a body left as
+    ``...``)."""
+
+    file: str
+    line: int  # of its first line of code
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def sketch(self) -> bool:
+        return any(line.strip() == "..." for line in self.text.splitlines())
+
+
+def programs_in(path: Path) -> list[Program]:
+    """The fenced ``python`` blocks of one document."""
+    found, lines, start = [], None, 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        fence = line.strip()
+        if lines is None and fence.startswith("```") and fence[3:].split()[:1] == ["python"]:
+            lines, start = [], number + 1
+        elif lines is not None and fence.startswith("```"):
+            found.append(Program(path.relative_to(REPO).as_posix(), start, "\n".join(lines) + "\n"))
+            lines = None
+        elif lines is not None:
+            lines.append(line)
+    return found
+
+
+def programs() -> list[Program]:
+    """Every Python block of the documents, in their order."""
+    paths = sorted({p for pattern in DOCUMENTS for p in REPO.glob(pattern)}, key=lambda p: (p.name != "README.md", p))
+    return [b for p in paths for b in programs_in(p)]
