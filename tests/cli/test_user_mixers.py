@@ -246,13 +246,13 @@ class SlowAttention(DotAttention):
 
 
 def test_a_slow_mixer_gets_a_coarse_speed_line_within_the_kits_time_cap(tmp_path):
-    """The speed line's rounds stop before one would end past its cap (10 s): a warm-up, a calibration and each round
-    take at least 1.5 s of the mixer's sleep, so at most 4 rounds start, fewer than the ratio needs to be decided, and
-    the line says the ratio is coarse (sleep never returns early: the count holds on a busy machine)."""
+    """The speed line's rounds stop before one would end past its cap (10 s): the warm-up and each round take at least
+    1.5 s of the mixer's sleep, so at most 5 rounds start, fewer than the 6 a decided ratio needs, and the line says
+    the ratio is coarse (sleep never returns early: the count holds on a busy machine)."""
     folder = user_folder(tmp_path, "slow_attention.SlowAttention", "slow")
     (folder / "slow_attention.py").write_text(SLOW)
     proc = attnexp(folder, "model=slow", module="attnexp.cli.check")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     speed = proc.stdout.strip().splitlines()[-1]
     found = re.search(r"a coarse ratio: (the median of )?(\d) alternating rounds?, all that fit in 10 s\)", speed)
-    assert speed.startswith("speed at batch 3") and found and 1 <= int(found[2]) <= 4, speed
+    assert speed.startswith("speed at batch 3") and found and 1 <= int(found[2]) <= 5, speed

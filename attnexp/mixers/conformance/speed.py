@@ -19,6 +19,7 @@ from attnexp.mixers.dot import DotAttention
 from attnexp.mixers.request import MixerRequest
 
 MIN_MEASURE_S = 0.02  # each measure repeats the step until it lasts about this long
+SLOW_STEP_S = 0.2  # a warm-up step slower than this is measured once a round, with no calibration step
 ROUNDS = 15  # alternating rounds, at most
 CAP_S = 10.0  # no round starts that would end later than this after the measurement began (one round always runs)
 MIN_DECIDED = 6  # the fewest rounds whose median ratio has a 95% interval
@@ -54,8 +55,8 @@ class Speed:
     def describe(self) -> str:
         time_ratio, memory_ratio = self.mixer.seconds / self.dot.seconds, self.mixer.memory / max(self.dot.memory, 1)
         return (
-            f"{time_ratio:.2f}x dot's time ({milliseconds(self.mixer.seconds)} against "
-            f"{milliseconds(self.dot.seconds)}, "
+            f"{time_ratio:.2f}x dot's time ({duration(self.mixer.seconds)} against "
+            f"{duration(self.dot.seconds)}, "
             f"{self.how_measured()}), {memory_ratio:.2f}x dot's {self.memory_measure} "
             f"({megabytes(self.mixer.memory)} against {megabytes(self.dot.memory)})"
         )
@@ -82,7 +83,8 @@ def compare_with_dot(
     ``request.dim``); time in alternating rounds (the order swapped every round, so that a machine getting busier
     slows both alike), memory measured once each. The rounds stop early once the ratio is decided (:func:`decided`),
     or before one that would end more than ``cap_s`` seconds (default :data:`CAP_S`) after the start: a slow mixer's
-    ratio is then coarse. Beyond the rounds each mixer takes three steps: a warm-up, a calibration and the memory's."""
+    ratio is then coarse. Beyond the rounds each mixer takes a warm-up step, a calibration step (none where the warm-up
+    took over :data:`SLOW_STEP_S`) and the memory's."""
     cap_s = CAP_S if cap_s is None else cap_s
     began = time.perf_counter()
     device = device or torch.device("cpu")
@@ -130,8 +132,10 @@ def step(mixer: nn.Module, x: Tensor) -> None:
 
 
 def calibrate(mixer: nn.Module, x: Tensor) -> int:
-    """How many steps make a measure of about :data:`MIN_MEASURE_S` (after a warm-up step)."""
-    step(mixer, x)
+    """How many steps make a measure of about :data:`MIN_MEASURE_S` (after a warm-up step). A warm-up slower than
+    :data:`SLOW_STEP_S` needs no other step to say it: one step a measure."""
+    if measure(mixer, x, 1) > SLOW_STEP_S:
+        return 1
     once = measure(mixer, x, 1)
     return max(1, round(MIN_MEASURE_S / max(once, 1e-6)))
 
@@ -194,8 +198,9 @@ def machine(device: torch.device | None = None) -> str:
     return f"CPU {model}{shown}, {threads} thread{'s' if threads > 1 else ''}, torch {torch.__version__}"
 
 
-def milliseconds(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+def duration(seconds: float) -> str:
+    """``4.09 ms``, or ``1.52 s`` from a second on."""
+    return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
 def megabytes(size: int) -> str:
