@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnexp.cli import build, console, report
+from attnexp.cli import build, console, ranks, report
 from attnexp.errors import (
     DiskFull,
     MixerError,
@@ -41,7 +41,7 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         status, error = metrics_file.DIVERGED, record.fields.get("error", error)
     if isinstance(err, DiskFull):  # train.log can take no more either: the paragraph goes to the console alone
         console.detach_files(record.folder)
-    if record.ours():
+    if record.ours() and ranks.is_global_zero():  # rank 0 records how a data-parallel run ended
         try:
             record.write(status=status, error=error)
         except OSError:  # a full disk with no room even for the record: it stays whole as it was, the console says it

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Any
 
 GPU_JOBS = 8  # jobs at once on one NVIDIA GPU: a small model's job leaves it idle between steps, others fill it
+CPU = ("cpu", "auto")  # the accelerators that can mean CPU processes
 DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia[0-9]*")  # where a loaded NVIDIA driver shows
 
 
@@ -51,3 +53,35 @@ def plain_cuda_check_without_driver() -> bool:
         return False
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "0"
     return True
+
+
+def check_devices(cfg: Any) -> None:
+    """More training processes on the CPU than this process has cores is refused unless the command names the CPU
+    (``trainer.accelerator=cpu`` or ``trainer=cpu``): each process would get less than a core, every step waits for
+    the slowest, and the run is slower than one process. GPUs the machine lacks Lightning's Trainer refuses itself."""
+    from omegaconf import OmegaConf
+
+    from attnexp.cli.typos import NOTHING
+    from attnexp.errors import AttnexpError
+
+    devices = OmegaConf.select(cfg, "trainer.devices", default=1)
+    accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= cores() or accelerator not in CPU:
+        return
+    given = [str(o) for o in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
+    if any(o.lstrip("+") in ("trainer=cpu", "trainer.accelerator=cpu") for o in given) or on_gpu(accelerator):
+        return
+    raise AttnexpError(
+        f"trainer.devices={devices} starts {devices} training processes on the CPU, which has {cores()} "
+        f"core{'s' if cores() > 1 else ''} for this command: each would get less than a core and wait for the "
+        f"others at every step, slower than one process. Use trainer.devices={cores()} or fewer, or name the CPU to "
+        f"start them anyway (to try data-parallel training): trainer.accelerator=cpu trainer.devices={devices}. "
+        f"{NOTHING}"
+    )
+
+
+def on_gpu(accelerator: str) -> bool:
+    """Whether Lightning's ``accelerator`` (``auto`` or ``cpu``) trains on a GPU here."""
+    import torch
+
+    return accelerator == "auto" and torch.cuda.is_available()

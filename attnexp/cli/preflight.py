@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import build, console, targets, typos
+from attnexp.cli import build, console, hardware, targets, typos
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
 from attnexp.rules import RULES, SEED, Rule, check_value
@@ -58,6 +58,7 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
         check_build(cfg)
     for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
         check_trainer(cfg)
+        hardware.check_devices(cfg)
     if folders:
         check_folders(jobs)
     return jobs

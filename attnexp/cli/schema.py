@@ -18,6 +18,7 @@ class TrainerSchema:
     accelerator: str = "auto"
     strategy: Any = "auto"
     devices: Any = 1
+    num_nodes: int = 1
     max_epochs: int = 5
     max_steps: int = -1
     limit_train_batches: Any = 1.0  # a fraction or a number of batches

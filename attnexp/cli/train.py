@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp import config_dir
-from attnexp.cli import command, console, entrypoint, failures, preflight, report, schema, search_path
+from attnexp.cli import command, console, entrypoint, failures, preflight, ranks, report, schema, search_path
 from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
 from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per_job
@@ -33,6 +33,7 @@ search_path.register()  # the user's configs on the search path of every command
 OmegaConf.register_new_resolver("attnexp.run_folder", folders.run_folder, replace=True)
 OmegaConf.register_new_resolver("attnexp.sweep_jobs", sweep_jobs, replace=True)
 log = logging.getLogger("attnexp")
+NO_LOG_FILE = ["hydra.job_logging.root.handlers=[console]", "~hydra.job_logging.handlers.file"]  # a rank but 0's
 
 
 def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
@@ -97,8 +98,10 @@ def main(cfg: DictConfig) -> Any:
         for line in report.finished(folder, found):
             log.info(line)
         return found.get(metric or "val/acc_best")
+    if not ranks.is_global_zero():  # another rank of a data-parallel run: it trains beside rank 0, which writes
+        logging.getLogger("attnexp").setLevel(logging.ERROR)  # and prints the run; this one says only its errors
     with contextlib.ExitStack() as held:
-        if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank Lightning started trains beside rank 0
+        if ranks.is_global_zero():
             try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
                 held.enter_context(lock.holding(folder))
             except lock.Busy as busy:
@@ -185,9 +188,12 @@ def cli() -> None:
     def check() -> None:
         passive_waiting()
         args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
-        if os.environ.get("LOCAL_RANK", "0") == "0":  # a data-parallel rank started by Lightning was checked by rank 0
+        if ranks.is_global_zero():  # another rank of a data-parallel run was checked by rank 0, and writes no log
             with console.quiet(logging.ERROR, "attnexp"):
                 args += preflight.sweep_overrides(args, preflight.check(args, CONFIG_DIR))
+        else:
+            args += NO_LOG_FILE
+        ranks.follow_launcher()
         sys.argv[1:] = args
 
     entrypoint.run("attnexp", check, main, prefix="Bad input", stopped=report.STOPPED)

@@ -130,7 +130,7 @@ PRECISIONS = {"32": "32-true", "64": "64-true", "16": "16-mixed", "bf16": "bf16-
 
 def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:
     """A recorded config (:func:`config_record`) without the keys that cannot change the method, nor ``ignore``;
-    equal values spelt alike (``trainer.precision``: ``32`` is ``32-true``)."""
+    equal values spelt alike (``trainer.precision``: ``32`` is ``32-true``; one node is a record without the key)."""
     skipped = (*NOT_METHOD, *ignore)
 
     def keep(node: Any, where: str) -> Any:
@@ -149,6 +149,8 @@ def method(config: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, A
             **trainer,
             "precision": PRECISIONS.get(str(trainer["precision"]), str(trainer["precision"])),
         }
+    if isinstance(trainer, dict) and trainer.get("num_nodes") == 1:  # one node: what a config without the key runs
+        found["trainer"] = {k: v for k, v in found["trainer"].items() if k != "num_nodes"}
     return found
 
 

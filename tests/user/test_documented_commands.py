@@ -31,6 +31,8 @@ NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not r
     "attnexp data=cifar10 model=euclid model.heads=4": NETWORK + " (CIFAR-10 is downloaded; tests/unit/"
     "test_cifar10_loading.py reads files in its format)",
     "attnexp --multirun hydra/launcher=slurm hydra.launcher.partition=gpu model=dot,euclid seed=0,1,2": CLUSTER,
+    "attnexp --multirun hydra/launcher=slurm hydra.launcher.partition=gpu trainer=ddp trainer.accelerator=gpu "
+    "trainer.devices=4 trainer.num_nodes=2 model=dot,euclid seed=0,1,2": CLUSTER,
     "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py --smoke": "six fresh processes, "
     "beside a busy one (a minute: CI's time); tests/unit/test_threads.py tests the rule it measures",
     "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/profile_step.py --smoke": "a ViT trained and "
