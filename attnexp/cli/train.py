@@ -99,7 +99,8 @@ def main(cfg: DictConfig) -> Any:
             log.info(line)
         return found.get(metric or "val/acc_best")
     if not ranks.is_global_zero():  # another rank of a data-parallel run: it trains beside rank 0, which writes
-        logging.getLogger("attnexp").setLevel(logging.ERROR)  # and prints the run; this one says only its errors
+        for name in ("", "attnexp"):  # and prints the run; this one says only its errors, not the warnings too
+            logging.getLogger(name).setLevel(logging.ERROR)
     with contextlib.ExitStack() as held:
         if ranks.is_global_zero():
             try:  # one writer per run: a second start of it now (another command, a sweep started twice) stops here
