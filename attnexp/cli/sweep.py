@@ -19,7 +19,7 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
-from attnexp.runs import metrics_file
+from attnexp.runs import metrics_file, tracker_comparison, trackers
 
 log = logging.getLogger("attnexp")
 
@@ -33,6 +33,7 @@ class SweepCallback(Callback):
         for stop in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop, signal.default_int_handler)
         command.note_sweep(Path(config.hydra.sweep.dir), str(config.hydra.launcher.get("_target_")))
+        trackers.prepare(config)  # each MLflow store made once, before the jobs that write to it start
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -52,14 +53,23 @@ class SweepCallback(Callback):
             except ValueError as err:  # a baseline that matches no configuration
                 log.error(f"compare: {err} Compared with the default baseline instead.")
                 result = compare(runs, None, *settings)
-            write_all(result, sweep_dir)
-            write_text_summary(sweep_dir, text := markdown(result))
-            print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
+            written = write_all(result, sweep_dir)
+            shown = tracker_comparison.compared(result, written, sweep_dir)  # a parent run or group, verdicts as tags
+            in_tensorboard = any(tracker_kind(n) == "tensorboard" for n in trackers.nodes(config).values())
+            if in_tensorboard:
+                write_text_summary(sweep_dir, markdown(result))
+                shown.insert(0, f"tensorboard --logdir {sweep_dir}")
+            curves = f"\nCurves: {'; '.join(shown)}" if shown else ""
+            print(f"{curves}\nSweep summary ({sweep_dir}):\n\n{markdown(result)}", flush=True)
         else:
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
         if failed:
             log.error(f"{len(failed)} of {len(runs)} jobs did not finish or are invalid: " + ", ".join(failed))
             sys.exit(1)
+
+
+def tracker_kind(node: DictConfig) -> str:
+    return str(node.get("_target_", "")).rpartition(".")[2].removesuffix("Logger").lower()
 
 
 def write_text_summary(sweep_dir: Path, text: str) -> None:
