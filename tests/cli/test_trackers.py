@@ -103,6 +103,22 @@ def test_a_run_in_tensorboard_and_mlflow_and_resumed_in_the_same_mlflow_run(cli,
     assert again.info.status == "FINISHED" and again.data.tags["attnexp.status"] == "ok"
 
 
+def test_a_diverged_run_ends_failed_in_mlflow_with_its_record(cli, tmp_path, mlflow_store):
+    (tmp_path / "outputs").mkdir()
+    shutil.copy(mlflow_store, tmp_path / "outputs" / "mlflow.db")
+    huge = ("module.optimizer._target_=torch.optim.SGD", "module.optimizer.lr=1e12", "module.divergence_check_every=1")
+    root, proc = cli(
+        "logger=mlflow", *huge, "trainer.max_epochs=1", "callbacks.progress_bar.refresh_rate=0", check=False
+    )
+    assert proc.returncode == 3, proc.stderr
+    (run_dir,) = run_dirs(root / "outputs" / "runs")
+    client = client_of(root)
+    (run,) = runs_of(client)
+    assert run.info.status == "FAILED" and run.data.tags["attnexp.status"] == "diverged"
+    assert "metrics.json" in artifacts(client, run.info.run_id)
+    assert read_metrics(run_dir)["trackers"]["mlflow"]["run_id"] == run.info.run_id
+
+
 def test_the_closing_line_names_the_loggers_in_use(cli):
     root, proc = cli("logger=csv", *SMOKE)
     (run_dir,) = run_dirs(root / "outputs")
