@@ -79,7 +79,10 @@ def wandb_comparison(
     import wandb
 
     group = next((f.get("group") for _, f in found if f.get("group")), None) or str(where)
+    same = hashlib.sha256(" ".join(sorted(str(f.get("id")) for _, f in found)).encode()).hexdigest()[:16]
     run = wandb.init(
+        id=f"comparison-{same}",  # the same runs compared again continue this run
+        resume="allow",
         project=project,
         dir=save_dir,
         group=group,
@@ -98,4 +101,5 @@ def wandb_comparison(
         run.summary["attnexp/folder"] = str(where)
     finally:
         run.finish()
-    return f"wandb sync {shlex.quote(str(Path(run.dir).parent))}" if offline else f"W&B group {group}"
+    runs = Path(run.dir).parent.parent  # every offline run of the project's folder, the sweep's among them
+    return f"wandb sync {shlex.quote(str(runs))}/offline-run-*" if offline else f"W&B group {group}"

@@ -187,4 +187,8 @@ def test_a_wandb_sweep_offline_holds_the_records_and_the_comparison(cli, tmp_pat
     run, summary, _, files, _ = found[f"comparison {sweep.relative_to(root)}"]
     assert run.run_group == str(sweep.relative_to(root)) and {"summary.md", "summary.csv", "runs.csv"} <= files
     assert any(f.startswith("media/table/verdicts") for f in files)
-    assert re.search(r"Curves: wandb sync \S*outputs/wandb/offline-run-\S+", proc.stdout), proc.stdout[-500:]
+    assert re.search(r"Curves: wandb sync \S*outputs/wandb/offline-run-\*", proc.stdout), proc.stdout[-500:]
+    comparison_id = run.run_id
+    cli("--multirun", "model=dot,euclid", "logger=wandb", "hydra/launcher=basic", "resume=true", *SMOKE, env=env)
+    again = sorted((root / "outputs" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(again) == 4 and again[-1].stem == f"run-{comparison_id}"  # no job trained; the comparison continued
