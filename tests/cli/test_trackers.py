@@ -119,6 +119,24 @@ def test_a_diverged_run_ends_failed_in_mlflow_with_its_record(cli, tmp_path, mlf
     assert read_metrics(run_dir)["trackers"]["mlflow"]["run_id"] == run.info.run_id
 
 
+def test_a_run_stopped_by_ctrl_c_ends_killed_in_mlflow(tmp_path, mlflow_store):
+    from types import SimpleNamespace
+
+    from mlflow import MlflowClient
+
+    from attnexp.runs import trackers
+
+    shutil.copy(mlflow_store, tmp_path / "mlflow.db")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("attnexp")).info.run_id
+    found = {"kind": "mlflow", "tracking_uri": uri, "run_id": run_id}
+    for status, ended in (("interrupted", "KILLED"), ("failed", "FAILED")):  # as failures.stopped records them
+        trackers.stopped(SimpleNamespace(fields={"status": status, "trackers": {"mlflow": found}}))
+        run = client.get_run(run_id)
+        assert run.info.status == ended and run.data.tags["attnexp.status"] == status
+
+
 def test_the_closing_line_names_the_loggers_in_use(cli):
     root, proc = cli("logger=csv", *SMOKE)
     (run_dir,) = run_dirs(root / "outputs")
