@@ -141,9 +141,10 @@ def tracking_uri() -> str:
     return str(mlflow.get_tracking_uri())
 
 
-def ended(loggers: Iterable[Any], record: Any, finish: bool = True) -> None:
+def ended(loggers: Iterable[Any], record: Any) -> None:
     """A run's end in its trackers: the status and what it ran as tags, metrics.json, train.log and the user's source
-    files the identity read as artifacts. ``finish``: end the W&B run (the failure path ends it in :func:`stopped`)."""
+    files the identity read as artifacts; the W&B run finished, with a non-zero exit code for a run that stopped
+    (MLflow's status is Lightning's when it finalizes the logger, then :func:`stopped`'s)."""
     fields = {**record.fields, "folder": record.folder}
     files = [record.folder / f for f in ("metrics.json", "train.log") if (record.folder / f).is_file()]
     sources = user_sources(record.fields)
@@ -162,15 +163,15 @@ def ended(loggers: Iterable[Any], record: Any, finish: bool = True) -> None:
                 run.summary.update({k.replace("attnexp.", "attnexp/"): v for k, v in tags(fields).items()})
                 for file in [*files, *sources.values()]:
                     run.save(str(file), base_path=str(file.parent), policy="now")
-                if finish:
-                    run.finish(exit_code=1 if record.fields.get("status") in metrics_file.STOPPED else 0)
+                status = record.fields.get("status")
+                run.finish(exit_code=130 if status in KILLED else 1 if status in metrics_file.STOPPED else 0)
         except Exception as err:  # a tracker that fails at the end loses no file of the run: said, and the run ends
             log.warning(f"{type(logger).__name__} could not record the end of the run: {type(err).__name__}: {err}")
 
 
 def stopped(record: Any) -> None:
-    """A run that stopped, in its trackers: its status tag and the matching end (MLflow ``KILLED`` for Ctrl-C or
-    SIGTERM, else ``FAILED``; the W&B run finished with a non-zero exit code)."""
+    """A run that stopped, in MLflow: its status tag and the matching end, ``KILLED`` for Ctrl-C or SIGTERM, else
+    ``FAILED`` (after Lightning's own end of the run, which says ``FAILED`` for both)."""
     status = str(record.fields.get("status"))
     for found in (record.fields.get("trackers") or {}).values():
         try:
@@ -180,12 +181,6 @@ def stopped(record: Any) -> None:
                 client = MlflowClient(found["tracking_uri"])
                 client.set_tag(found["run_id"], "attnexp.status", status)
                 client.set_terminated(found["run_id"], "KILLED" if status in KILLED else "FAILED")
-            elif found.get("kind") == "wandb" and "wandb" in sys.modules:
-                import wandb
-
-                if wandb.run is not None and wandb.run.id == found.get("id"):
-                    wandb.run.summary["attnexp/status"] = status
-                    wandb.run.finish(exit_code=130 if status in KILLED else 1)
         except Exception as err:
             log.warning(f"The {found.get('kind')} tracker could not record the run's end: {type(err).__name__}: {err}")
 

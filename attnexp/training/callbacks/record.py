@@ -181,18 +181,18 @@ class RecordKeeper(pl.Callback):
         self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **final)
         self._ended(trainer)
 
-    def _ended(self, trainer: pl.Trainer, finish: bool = True) -> None:
+    def _ended(self, trainer: pl.Trainer) -> None:
         """The run's end in its trackers (:func:`attnexp.runs.trackers.ended`), once the record says how it ended."""
         if trainer.is_global_zero:
-            trackers.ended(trainer.loggers, self.record, finish)
+            trackers.ended(trainer.loggers, self.record)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
             if trainer.world_size == 1:
                 trainer.save_checkpoint(checkpoints_of(self.record.folder, self.record.fields) / "interrupted.ckpt")
             self._write(trainer, metrics_file.INTERRUPTED)
-            self._ended(trainer, finish=False)
+            self._ended(trainer)
         elif not is_disk_full(exception):  # a full disk: the command's failure path writes the record once, explained
             status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED
             self._write(trainer, status, error=explain(exception))
-            self._ended(trainer, finish=False)  # the command's failure path ends the tracker runs, with the status
+            self._ended(trainer)  # the command's failure path gives MLflow's run its end (trackers.stopped)
