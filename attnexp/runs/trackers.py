@@ -89,13 +89,12 @@ def build(cfg: DictConfig, record: Any) -> list[Any]:
     for name, node in nodes(cfg).items():
         target, before = str(node.get("_target_")), known.get(name) or {}
         if target == MLFLOW:
-            uri = absolute(node.get("tracking_uri") or None)
+            uri = absolute(node.get("tracking_uri") or tracking_uri())  # MLflow's own default, not Lightning's ./mlruns
             extra = {"run_name": node.get("run_name") or run_name(record.folder), "run_id": before.get("run_id")}
             extra["tracking_uri"] = uri
             logger = instantiate(node, **extra, tags={**tags(fields), **(node.get("tags") or {})})
             if not before:  # a continued run has its parameters
                 logger.log_hyperparams(params(fields))
-            uri = uri or tracking_uri()
             known[name] = {"kind": "mlflow", "tracking_uri": uri, "experiment_id": logger.experiment_id}
             known[name]["run_id"] = logger.run_id
         elif target == WANDB:
@@ -136,6 +135,7 @@ def absolute(uri: str | None) -> str | None:
 
 
 def tracking_uri() -> str:
+    """MLflow's tracking URI where the config names none: ``MLFLOW_TRACKING_URI``, else MLflow's default store."""
     import mlflow
 
     return str(mlflow.get_tracking_uri())
@@ -221,7 +221,7 @@ def prepare(cfg: DictConfig) -> None:
         if str(node.get("_target_")) == MLFLOW:
             from mlflow import MlflowClient
 
-            uri = absolute(node.get("tracking_uri") or None)
+            uri = absolute(node.get("tracking_uri") or tracking_uri())
             client, name = MlflowClient(uri), str(node.get("experiment_name") or "lightning_logs")
             if client.get_experiment_by_name(name) is None:
                 client.create_experiment(name, artifact_location=node.get("artifact_location") or artifacts_of(uri))

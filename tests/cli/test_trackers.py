@@ -137,6 +137,18 @@ def test_a_run_stopped_by_ctrl_c_ends_killed_in_mlflow(tmp_path, mlflow_store):
         assert run.info.status == ended and run.data.tags["attnexp.status"] == status
 
 
+def test_a_logger_added_the_templates_way_goes_to_mlflows_default_store(cli, tmp_path, mlflow_store):
+    shutil.copy(mlflow_store, tmp_path / "mlflow.db")  # MLflow's default store: ./mlflow.db
+    root, _ = cli("+logger.mlflow._target_=pytorch_lightning.loggers.MLFlowLogger", *SMOKE)
+    (run_dir,) = run_dirs(root / "outputs")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.run_name == f"{run_dir.parent.name}/{run_dir.name}" and run.data.tags["attnexp.status"] == "ok"
+    assert list(run_dir.glob("events.out.tfevents.*"))  # beside the default TensorBoard logger
+
+
 def test_the_closing_line_names_the_loggers_in_use(cli):
     root, proc = cli("logger=csv", *SMOKE)
     (run_dir,) = run_dirs(root / "outputs")
