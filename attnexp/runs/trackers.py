@@ -135,10 +135,10 @@ def absolute(uri: str | None) -> str | None:
 
 
 def tracking_uri() -> str:
-    """MLflow's tracking URI where the config names none: ``MLFLOW_TRACKING_URI``, else MLflow's default store."""
-    import mlflow
-
-    return str(mlflow.get_tracking_uri())
+    """MLflow's tracking URI where the config names none: ``MLFLOW_TRACKING_URI``, else MLflow 3's default store,
+    ``sqlite:///mlflow.db`` in the working folder (read here each time: MLflow keeps the first it resolved in a
+    process)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
 
 
 def ended(loggers: Iterable[Any], record: Any) -> None:
