@@ -256,6 +256,28 @@ def read_events(run) -> Events:
     return found._replace(experiments=experiments)
 
 
+def wandb_records(path: Path):
+    """The records of a W&B offline run's ``.wandb`` file (``wandb sync`` uploads them), as W&B's protobuf ``Record``:
+    LevelDB's log format (32 KiB blocks of chunks: checksum, length, type) after a 7-byte header. W&B's Python package
+    has no reader of its own since its core moved to a Go service."""
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    data, pos, block, chunks = path.read_bytes(), 7, 32768, []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        if left < 7 or kind == 0:  # a block's tail, or padding
+            pos += left
+            continue
+        chunks.append(data[pos + 7 : pos + 7 + length])
+        pos += 7 + length
+        if kind in (1, 4):  # a whole record, or the last chunk of one
+            record = Record()
+            record.ParseFromString(b"".join(chunks))
+            chunks = []
+            yield record
+
+
 def options(group: str) -> list[str]:
     """The options of a config group, from the files in configs/: tests cover new ones without edits."""
     return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))

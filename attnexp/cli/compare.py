@@ -17,6 +17,7 @@ from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, compare
 from attnexp.errors import shortened
+from attnexp.runs import tracker_comparison
 
 DESCRIPTION = """Compare the runs under run or sweep folders without training again: per metric every seed, the mean
 with its 95% interval, and the difference from a baseline with a p-value and a verdict; printed, and written as
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--margin", nargs="*", default=[], metavar="METRIC=VALUE", help=margin_help)
     ignore_help = "overrides that name no configuration (e.g. trainer.max_epochs matched per seed)"
     parser.add_argument("--ignore", nargs="*", default=[], metavar="KEY", help=ignore_help)
+    trackers_help = "also write the comparison to the MLflow and W&B runs the records name (a parent run or group)"
+    parser.add_argument("--trackers", action="store_true", help=trackers_help)
     args = parser.parse_args(argv)
     out = Path(args.out) if args.out else Path("comparison") / time.strftime("%Y-%m-%d_%H-%M-%S")
     try:
@@ -61,12 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"no runs to compare (folders with metrics.json) under {', '.join(args.folders)}. {notes}")
         files.ours_or_empty(out)
         result = compare(runs, args.baseline, args.tune, args.columns, margin, args.ignore)
-        files.write_all(result, out)
+        written = files.write_all(result, out)
     except (ValueError, files.OverwriteError) as err:  # bad input: one paragraph, nothing written
         command.refuse(f"attnexp-compare: {shortened(str(err))}")
         return 2
     command.note_result(result)
+    shown = tracker_comparison.compared(result, written, out) if args.trackers else []
     print(markdown(result) + f"\nWrote {', '.join(files.OUTPUTS)} and plots into {out}")
+    for line in shown:
+        print(f"In the tracker: {line}")
     return 1 if any(r.status != "ok" for r in result.rows) else 0  # left-out runs are not rows
 
 

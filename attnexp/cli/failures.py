@@ -24,7 +24,7 @@ from attnexp.errors import (
     out_of_memory,
     root_cause,
 )
-from attnexp.runs import metrics_file
+from attnexp.runs import metrics_file, trackers
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 
@@ -47,6 +47,7 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         except OSError:  # a full disk with no room even for the record: it stays whole as it was, the console says it
             if not isinstance(err, DiskFull):
                 raise
+        trackers.stopped(record)
     logs = log_file() if status == metrics_file.FAILED else None
     if report.is_multirun() and status == metrics_file.INTERRUPTED:
         logging.getLogger("attnexp").info(report.result_line(record.folder)[0])

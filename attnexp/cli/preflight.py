@@ -1,9 +1,9 @@
 """The pre-flight stage: everything on a command line that can be wrong is found before any folder exists and said in
 one paragraph (exit status 2): each job composed once (types: :mod:`attnexp.cli.schema`; what Hydra cannot compose:
 :mod:`attnexp.cli.typos`), values no constructor owns checked, classes loaded, objects built as the run will build them
-(:func:`attnexp.cli.build.check`), the Trainer built as Lightning checks its arguments (:func:`check_trainer`), and each
-job's folder found from its identity. A bug in the user's own code is no bad
-input: the run meets it and records it."""
+(:func:`attnexp.cli.build.check`), the Trainer built as Lightning checks its arguments (:func:`check_trainer`), each
+job's folder found from its identity, and its loggers built (:mod:`attnexp.cli.loggers`). A bug in the user's own code
+is no bad input: the run meets it and records it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import build, console, hardware, targets, typos
+from attnexp.cli import build, console, hardware, loggers, targets, typos
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
 from attnexp.rules import RULES, SEED, Rule, check_value
@@ -49,6 +49,7 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
     jobs = jobs_of(args, config_dir, config_name)
     if not jobs or {a.split("=", 1)[0] for a in args if a.startswith("-")} & NOT_RUN:
         return []
+    loggers.check_resolved(jobs)  # ${hydra:...} reads a job's Hydra config, as in the job
     for cfg in jobs:
         check_values(cfg)
     if is_sweep(args, jobs[0]):
@@ -59,8 +60,10 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
     for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
         check_trainer(cfg)
         hardware.check_devices(cfg)
+    loggers.check_loggers(jobs)
     if folders:
         check_folders(jobs)
+        loggers.check_loggers(jobs, prepare=True)  # last: the MLflow stores the loggers name made
     return jobs
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from attnexp.runs import metrics_file
+from attnexp.runs.trackers import mlflow_view
 
 INTERRUPTED = (
     "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "
@@ -82,12 +84,33 @@ def run_report(output_dir: Path, found: dict[str, Any] | None = None) -> list[st
     status = found.get("status", "?")
     if status in (metrics_file.UNTRAINED, metrics_file.UNVALIDATED, metrics_file.INVALID):
         lines.append(f"Run {status}: {found.get('error', '')} Comparisons leave this run out.")
-    folder = shown(output_dir)
+    shown_views = "; ".join(views(found, Path(output_dir)))
     lines.append(
-        f"Run {status} in {found.get('wall_s', 0):.1f} s: {folder}/ holds metrics.json, checkpoints/ and train.log; "
-        f"curves: tensorboard --logdir {shlex.quote(folder)}"
+        f"Run {status} in {found.get('wall_s', 0):.1f} s: {shown(output_dir)}/ holds metrics.json, checkpoints/ and "
+        f"train.log" + (f"; curves: {shown_views}" if shown_views else "")
     )
     return lines
+
+
+def views(fields: Mapping[str, Any], folder: Path) -> list[str]:
+    """The commands that show a run's curves, one per logger it wrote to; TensorBoard's where the record predates
+    the ``trackers`` field."""
+    if "trackers" not in fields:
+        return [f"tensorboard --logdir {shlex.quote(shown(folder))}"]
+    found = []
+    for tracker in fields["trackers"].values():
+        kind = tracker.get("kind")
+        if kind == "tensorboard":
+            found.append(f"tensorboard --logdir {shlex.quote(shown(folder))}")
+        elif kind == "mlflow":
+            page = f"#/experiments/{tracker.get('experiment_id')}/runs/{tracker.get('run_id')}"
+            found.append(mlflow_view(str(tracker.get("tracking_uri")), page))
+        elif kind == "wandb":
+            offline = tracker.get("offline")
+            found.append(f"wandb sync {shlex.quote(tracker['dir'])}" if offline else f"W&B run {tracker.get('id')}")
+        elif kind == "csv":
+            found.append(shlex.quote(shown(Path(tracker.get("dir") or folder) / "metrics.csv")))
+    return list(dict.fromkeys(found))
 
 
 def finished(folder: Path, found: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import Run, left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, Comparison, RepeatedSeeds, compare
-from attnexp.runs import metrics_file
+from attnexp.runs import metrics_file, tracker_comparison, trackers
 
 log = logging.getLogger("attnexp")
 
@@ -33,6 +33,7 @@ class SweepCallback(Callback):
         for stop in (signal.SIGINT, signal.SIGTERM):
             signal.signal(stop, signal.default_int_handler)
         command.note_sweep(Path(config.hydra.sweep.dir), str(config.hydra.launcher.get("_target_")))
+        trackers.prepare(config)  # each MLflow store made once, before the jobs that write to it start
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -49,9 +50,15 @@ class SweepCallback(Callback):
             except RepeatedSeeds as err:  # attnexp-compare's refusal: no summary; the jobs' runs are kept
                 log.error(f"No summary of {sweep_dir}: {err} Then attnexp-compare {sweep_dir} writes it.")
             else:
-                write_all(result, sweep_dir)
-                write_text_summary(sweep_dir, text := markdown(result))
-                print(f"\nCurves: tensorboard --logdir {sweep_dir}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
+                written = write_all(result, sweep_dir)
+                shown = tracker_comparison.compared(result, written, sweep_dir)  # a parent run or group, verdicts
+                in_tensorboard = any(tracker_kind(n) == "tensorboard" for n in trackers.nodes(config).values())
+                text = markdown(result)
+                if in_tensorboard:
+                    write_text_summary(sweep_dir, text)
+                    shown.insert(0, f"tensorboard --logdir {sweep_dir}")
+                curves = f"\nCurves: {'; '.join(shown)}" if shown else ""
+                print(f"{curves}\nSweep summary ({sweep_dir}):\n\n{text}", flush=True)
         else:
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
         if failed:
@@ -71,6 +78,10 @@ def summary(runs: list[Run], options: DictConfig | dict) -> Comparison:
     except ValueError as err:  # a baseline that matches no configuration
         log.error(f"compare: {err} Compared with the default baseline instead.")
         return compare(runs, None, *settings)
+
+
+def tracker_kind(node: DictConfig) -> str:
+    return str(node.get("_target_", "")).rpartition(".")[2].removesuffix("Logger").lower()
 
 
 def write_text_summary(sweep_dir: Path, text: str) -> None:

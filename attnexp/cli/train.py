@@ -23,7 +23,7 @@ from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per
 from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES
 from attnexp.runs import data as data_of_run
-from attnexp.runs import folders, lock, metrics_file
+from attnexp.runs import folders, lock, metrics_file, trackers
 from attnexp.runs.record import RunRecord
 
 CONFIG_DIR = str(config_dir())
@@ -71,7 +71,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     if multirun:  # no progress bars in a sweep: each job prints its result line
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.ProgressBar)]
     callbacks.append(DeferredInterrupt())
-    logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    logger = trackers.build(cfg, record) or False  # named by the run, continuing its tracker runs (resume=true)
     quiet = {"enable_progress_bar": False} if multirun else {}
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, **quiet)
     with console.bar_safe():

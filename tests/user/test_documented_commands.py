@@ -39,6 +39,10 @@ NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not r
     "profiled under torch's profiler, beside a plain loop (a minute: CI's time)",
     "PYTHONPATH=. python scripts/bench_kernel_static.py --smoke": "its kernels are compiled offline by "
     "tests/compilers/test_euclid_kernel_compile.py",
+    "pip install 'attnexp[mlflow]'": NETWORK + " (CI installs the mlflow extra through [test])",
+    "pip install 'attnexp[wandb]'": NETWORK + " (tests/cli/test_trackers.py runs W&B offline where it is installed)",
+    "attnexp model=euclid logger=mlflow logger.mlflow.tracking_uri=http://127.0.0.1:5000": "needs a running MLflow "
+    "server: tests/process/test_mlflow_server.py starts one and sends a run to it",
 }
 TRAINED_ELSEWHERE = (  # sweeps of examples/ whose every mixer the kit checks above and a test trains beside dot
     "a sweep of {jobs} jobs (CI's time): the kit checks each of its mixers just above, and tests/cli/"

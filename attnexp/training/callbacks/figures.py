@@ -1,4 +1,5 @@
-"""The callback that draws the task's figures at the end of training and writes them to TensorBoard."""
+"""The callback that draws the task's figures at the end of training and writes them to TensorBoard and the
+trackers (:func:`attnexp.runs.trackers.log_figure`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 from torch import Tensor
 
 from attnexp.mixers import is_mixer
+from attnexp.runs import trackers
 
 log = logging.getLogger("attnexp.weights")  # a sweep's jobs write it to their train.log only
 NOTED: weakref.WeakSet = weakref.WeakSet()  # the networks whose missing weights were said once already
@@ -25,7 +27,7 @@ class Figures(pl.Callback):
             return
         experiments = (getattr(lg, "experiment", None) for lg in trainer.loggers)
         writers: list[Any] = [w for w in experiments if hasattr(w, "add_figure")]  # TensorBoard's take figures
-        if not writers:
+        if not writers and not trackers.take_figures(trainer.loggers):
             return
         figures = pl_module.task.figures(
             functools.partial(forward_with_weights, pl_module), getattr(trainer, "datamodule", None)
@@ -33,6 +35,7 @@ class Figures(pl.Callback):
         for tag, fig in figures.items():
             for writer in writers:  # at the last epoch trained (from 1): the curves' x axis
                 writer.add_figure(tag, fig, global_step=trainer.current_epoch, close=False)  # not pyplot's to close
+            trackers.log_figure(trainer.loggers, tag, fig, trainer.current_epoch)
 
 
 def forward_with_weights(pl_module: Any, x: Tensor) -> tuple[Tensor, list[Tensor | None]]:

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 from attnexp.errors import explain, is_disk_full
 from attnexp.mixers import MultiHeadAttention
 from attnexp.mixers.declared import built_causal, weight_kinds
-from attnexp.runs import metrics_file, provenance, resolution
+from attnexp.runs import metrics_file, provenance, resolution, trackers
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 from attnexp.training.divergence import DivergedError
@@ -173,16 +173,26 @@ class RecordKeeper(pl.Callback):
             convergence=judged,
             **({"status": metrics_file.TRAINED} if self.test else self.outcome),
         )
+        if not self.test:
+            self._ended(trainer)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         final = self.outcome | leaked(self.record.fields)  # the tested weights were checked when the test started
         self._write(trainer, tested_epoch=getattr(pl_module, "tested_epoch", None), **final)
+        self._ended(trainer)
+
+    def _ended(self, trainer: pl.Trainer) -> None:
+        """The run's end in its trackers (:func:`attnexp.runs.trackers.ended`), once the record says how it ended."""
+        if trainer.is_global_zero:
+            trackers.ended(trainer.loggers, self.record)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: Any, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C, or SIGTERM via Lightning
             if trainer.world_size == 1:
                 trainer.save_checkpoint(checkpoints_of(self.record.folder, self.record.fields) / "interrupted.ckpt")
             self._write(trainer, metrics_file.INTERRUPTED)
+            self._ended(trainer)
         elif not is_disk_full(exception):  # a full disk: the command's failure path writes the record once, explained
             status = metrics_file.DIVERGED if isinstance(exception, DivergedError) else metrics_file.FAILED
             self._write(trainer, status, error=explain(exception))
+            self._ended(trainer)  # the command's failure path gives MLflow's run its end (trackers.stopped)
