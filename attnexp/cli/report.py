@@ -12,8 +12,8 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
+from attnexp.errors import shown
 from attnexp.runs import metrics_file
-from attnexp.runs.folders import shown
 
 INTERRUPTED = (
     "stopped by Ctrl-C or SIGTERM. checkpoints/interrupted.ckpt holds the last completed step; the same "

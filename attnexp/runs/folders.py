@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.errors import AttnexpError
+from attnexp.errors import AttnexpError, shown
 from attnexp.runs import data as data_of_run
 from attnexp.runs import identity, lock, metrics_file
 from attnexp.runs.settings import config_record, method, targets
@@ -70,12 +70,6 @@ def run_folder(*, _root_: DictConfig) -> str:
     short = what_ran(cfg, choices, list(_root_.hydra.searchpath))["identity"][:SHOWN]
     name = f"{choices.get('model')}_{choices.get('data')}_{short}".replace("/", "_")
     return str(Path(str(cfg.paths.log_dir)).absolute() / "runs" / name / f"seed={cfg.seed}")
-
-
-def shown(path: str | Path) -> str:
-    """``path`` as the user would type it: relative to the current folder when inside it."""
-    path = Path(path).absolute()
-    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def check_writable(folder: str | Path, key: str = "paths.log_dir") -> None:
