@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -32,14 +33,20 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
         values.check_values(cfg)
     if is_sweep(args, jobs[0]):
         check_launcher(jobs[0].hydra.launcher)
-    for cfg in {str(OmegaConf.masked_copy(c, ["model", "net", "data", "task", "module"])): c for c in jobs}.values():
+    nets = {}  # each configuration's network, on the meta device
+    for key, cfg in {built(c): c for c in jobs}.items():
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
-        check_build(cfg)
+        nets[key] = check_build(cfg)
     for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
         check_trainer(cfg)
     if folders:
-        check_folders(jobs, is_sweep(args, jobs[0]))
+        check_folders(jobs, is_sweep(args, jobs[0]), lambda cfg: nets.get(built(cfg)))
     return jobs
+
+
+def built(cfg: DictConfig) -> str:
+    """What tells one configuration's objects from another's: the groups that build them."""
+    return str(OmegaConf.masked_copy(cfg, ["model", "net", "data", "task", "module"]))
 
 
 def sweep_overrides(args: Sequence[str], jobs: list[DictConfig]) -> list[str]:
@@ -168,9 +175,9 @@ def check_launcher(launcher: DictConfig) -> None:
         )
 
 
-def check_build(cfg: DictConfig) -> None:
+def check_build(cfg: DictConfig) -> Any:
     """No GPU asked for where there is none; the objects build (:func:`attnexp.cli.build.check`); a checkpoint to train
-    from fits the network."""
+    from fits the network. The network (meta device), or None where the user's own code failed to build it."""
     import torch
 
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
@@ -189,6 +196,7 @@ def check_build(cfg: DictConfig) -> None:
         from attnexp.training.callbacks.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
+    return net
 
 
 def check_trainer(cfg: DictConfig) -> None:
@@ -233,9 +241,10 @@ def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
     )
 
 
-def check_folders(jobs: list[DictConfig], sweep: bool) -> None:
+def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictConfig], Any]) -> None:
     """Each job's folder (from its identity and seed), and a sweep's own: writable, not shared by two jobs, not still
-    training, and holding no unfinished run unless ``resume=true`` continues it."""
+    training, and holding no unfinished run unless ``resume=true`` continues it, from a checkpoint of its network
+    (``net_of``: a job's network)."""
     from attnexp.runs.folders import check_writable, checkpoint_dir, refusal, run_folder, shown, state
 
     check_writable(jobs[0].paths.log_dir)
@@ -247,7 +256,11 @@ def check_folders(jobs: list[DictConfig], sweep: bool) -> None:
         folder = run_folder(_root_=cfg)
         check_writable(folder)
         found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
-        refused = refusal(folder, *state(folder, checkpoint_dir(cfg, folder)), bool(cfg.resume))
+        checkpoints = checkpoint_dir(cfg, folder)
+        kind, record = state(folder, checkpoints)
+        refused = refusal(folder, kind, record, bool(cfg.resume))
+        if not refused and cfg.resume and kind in ("orphaned", "unfinished"):
+            refused = foreign_checkpoint(folder, checkpoints / "last.ckpt", net_of(cfg))
         if refused:
             problems.append(refused)
     shared = [f"{' and '.join(names)} into {shown(folder)}" for folder, names in found.items() if len(names) > 1]
@@ -259,3 +272,26 @@ def check_folders(jobs: list[DictConfig], sweep: bool) -> None:
         )
     if problems:
         raise AttnexpError("; ".join(problems) + ". " + NOTHING)
+
+
+def foreign_checkpoint(folder: str, last: Path, net: Any) -> str | None:
+    """Why ``resume=true`` cannot continue from ``last`` (a checkpoint another network wrote, copied into the folder),
+    which the run would find only after writing its record; None where it fits, or is damaged (the run continues from
+    another intact one, or says there is none)."""
+    import torch
+
+    from attnexp.errors import shown
+    from attnexp.training.callbacks.checkpoints import check_fits, read_checkpoint
+
+    if net is None or not last.is_file():
+        return None
+    try:
+        state = {k: v for k, v in read_checkpoint(last)["state_dict"].items() if k.startswith("net.")}
+    except AttnexpError:
+        return None
+    way_out = f"Move it out of the folder, or delete the run's folder (rm -r {shown(folder)}) to train this run anew"
+    try:
+        check_fits(state, torch.nn.ModuleDict({"net": net}), shown(last), way_out)
+    except AttnexpError as err:
+        return str(err).rstrip(".")
+    return None

@@ -138,8 +138,8 @@ def refusal(folder: str | Path, kind: str, record: dict[str, Any], resume: bool)
         )
     if kind == "orphaned" and not resume:
         return (
-            f"{shown(folder)} holds checkpoints of these settings but no record (metrics.json), so a fresh start "
-            "would mix with them: add resume=true to continue from its last checkpoint (with a new record), or "
-            "delete the folder to start again"
+            f"{shown(folder)} holds checkpoints but no record (metrics.json), so a fresh start would mix with "
+            "them: add resume=true to continue from its last checkpoint (with a new record), or delete the folder "
+            f"(rm -r {shown(folder)}) to start again"
         )
     return None

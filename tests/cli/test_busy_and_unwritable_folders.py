@@ -11,7 +11,6 @@ import pytest
 from helpers import FAST, run_dirs
 
 from attnexp.cli import preflight
-from attnexp.cli.train import CONFIG_DIR
 from attnexp.runs.folders import run_folder
 
 OTHER = 424242  # the process number the other writer's lock file gives
@@ -28,28 +27,14 @@ def hold(folder: Path):
     return file
 
 
-def test_a_run_another_process_started_before_its_first_record_is_refused(cli, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the run's folder is found from the working folder's outputs/
-    (cfg,) = preflight.jobs_of(FAST, CONFIG_DIR)
-    folder = Path(run_folder(_root_=cfg))
-    lock = hold(folder)
-    try:
-        _root, proc = cli(*FAST, check=False)
-    finally:
-        lock.close()
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert f"is being trained by process {OTHER}" in proc.stderr and "Run folder" not in proc.stderr
-    assert sorted(p.name for p in folder.iterdir()) == [".lock"]  # nothing of this start in the folder
-
-
 def test_a_sweep_says_which_jobs_it_skipped_for_another_process(cli, monkeypatch):
     """The other process takes the jobs' folders after the pre-flight stage looked: each job is skipped, and the
     sweep's end names them and exits with status 1."""
     held = []
     check_folders = preflight.check_folders
 
-    def then_another_process_starts(jobs, sweep):
-        check_folders(jobs, sweep)
+    def then_another_process_starts(jobs, *args):
+        check_folders(jobs, *args)
         held.extend(hold(Path(run_folder(_root_=cfg))) for cfg in jobs if cfg.seed == 1)
 
     monkeypatch.setattr(preflight, "check_folders", then_another_process_starts)
