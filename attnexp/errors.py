@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import re
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,6 +39,12 @@ class CommandFailed(AttnexpError):
     def __init__(self, paragraph: str, status: int) -> None:
         super().__init__(paragraph)
         self.status = status
+
+
+def shown(path: str | Path) -> str:
+    """``path`` as the user would type it: relative to the current folder when inside it."""
+    path = Path(path).absolute()
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def divisors(n: int) -> list[int]:

@@ -87,6 +87,7 @@ RULES: dict[str, Rule] = {
     "crop_padding": Rule(
         int, lambda v: v >= 0, "a number of pixels >= 0 (0 = no crop; data.augment=null switches augmenting off)", "4"
     ),
+    "divergence_check_every": _positive_int("a positive integer (training steps between checks for a NaN loss)"),
     "scheduler_interval": Rule(
         str, lambda v: v in ("epoch", "step"), "'epoch' or 'step' (when the learning-rate schedule steps)", "epoch"
     ),

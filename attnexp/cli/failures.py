@@ -113,11 +113,11 @@ def first_nonfinite(cfg: DictConfig) -> Any:
 
 
 def disk_full(folder: Path) -> DiskFull:
-    """The paragraph for a run that found no space to write: where, how much is free, what a checkpoint needs, and the
-    checkpoints cut short by it (named: a resumed run passes over them to the newest intact one)."""
+    """The paragraph for a run that found no space to write: where, how much is free, what a checkpoint needs, the
+    checkpoints cut short by it (named: a resumed run passes over them to the newest intact one, and removes them) and
+    the way on: resume=true from the newest intact checkpoint, or, with none, the same command again."""
     from attnexp.training.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
 
-    free = shutil.disk_usage(folder).free
     where = checkpoints_of(folder, metrics_file.read(folder))
     checkpoints = sorted(where.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
     damaged = []
@@ -125,19 +125,24 @@ def disk_full(folder: Path) -> DiskFull:
         try:
             read_checkpoint(path)
         except DamagedCheckpoint:
-            damaged.append(path.name)
-    intact = [p for p in checkpoints if p.name not in damaged]
+            damaged.append(path)
+    intact = [p for p in checkpoints if p not in damaged]
+    free = shutil.disk_usage(folder).free
     size = max((p.stat().st_size for p in intact), default=0)
     need = (
         f" An epoch writes up to two checkpoints of {size / 2**20:.1f} MiB: free {2 * size / 2**20:.1f} MiB at least."
         if size
         else ""
     )
-    cut = f" Cut short by it, damaged: {', '.join(damaged)}." if damaged else ""
+    cut = f" Cut short by it, damaged: {', '.join(p.name for p in damaged)}." if damaged else ""
+    then = (
+        "run the same command with resume=true: it continues from the newest intact checkpoint"
+        if intact
+        else "run the same command again: no checkpoint was whole yet, so the run starts over"
+    )
     return DiskFull(
         f"No space left on the disk of {report.shown(folder)} ({free / 2**20:.1f} MiB free).{need}{cut} Make "
-        "room there (or move the runs with paths.log_dir=/another/disk), then run the same command with "
-        "resume=true: it continues from the newest intact checkpoint."
+        f"room there (or move the runs with paths.log_dir=/another/disk), then {then}."
     )
 
 

@@ -9,38 +9,18 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import build, console, hardware, loggers, targets, typos
+from attnexp.cli import build, console, hardware, loggers, targets, typos, values
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
-from attnexp.rules import RULES, SEED, Rule, check_value
-from attnexp.runs.settings import leaves
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
-CONSTRUCTED = ("net", "data", "module", "task")  # our classes: their rules are applied before torch is imported
-RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
-    "seed": SEED,
-    "threads": Rule(int, lambda v: v > 0, "a positive integer, or null for the default", "1"),
-    "trainer.max_epochs": Rule(int, lambda v: v > 0 or v == -1, "a positive integer (-1: none, with max_steps)", "5"),
-    "trainer.max_steps": Rule(int, lambda v: v > 0 or v == -1, "a positive integer, or -1 for no limit", "1000"),
-    "trainer.accumulate_grad_batches": Rule(int, lambda v: v > 0, "a positive integer", "4"),
-    "trainer.gradient_clip_val": Rule(float, lambda v: v > 0, "a positive number, or null for no clipping", "1.0"),
-    "trainer.gradient_clip_algorithm": Rule(str, lambda v: v in ("norm", "value"), "'norm' or 'value'", "norm"),
-    "module.optimizer.lr": Rule(float, lambda v: 0 < v < math.inf, "a finite positive number such as 3e-3", "3e-3"),
-    "module.scheduler.T_max": Rule(  # trainer.max_epochs unless set: -1 when training by trainer.max_steps
-        int,
-        lambda v: v > 0,
-        "a positive integer: the epochs the cosine schedule anneals over (training by trainer.max_steps, the epochs "
-        "those steps make; module/scheduler=null drops the schedule)",
-        "5",
-    ),
-}
 
 
 def check(args: Sequence[str], config_dir: str, config_name: str = "train", folders: bool = True) -> list[DictConfig]:
@@ -51,20 +31,26 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
         return []
     loggers.check_resolved(jobs)  # ${hydra:...} reads a job's Hydra config, as in the job
     for cfg in jobs:
-        check_values(cfg)
+        values.check_values(cfg)
     if is_sweep(args, jobs[0]):
         check_launcher(jobs[0].hydra.launcher)
-    for cfg in {str(OmegaConf.masked_copy(c, ["model", "net", "data", "task", "module"])): c for c in jobs}.values():
+    nets = {}  # each configuration's network, on the meta device
+    for key, cfg in {built(c): c for c in jobs}.items():
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
-        check_build(cfg)
+        nets[key] = check_build(cfg)
     for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
         check_trainer(cfg)
         hardware.check_devices(cfg)
     loggers.check_loggers(jobs)
     if folders:
-        check_folders(jobs)
+        check_folders(jobs, is_sweep(args, jobs[0]), lambda cfg: nets.get(built(cfg)))
         loggers.check_loggers(jobs, prepare=True)  # last: the MLflow stores the loggers name made
     return jobs
+
+
+def built(cfg: DictConfig) -> str:
+    """What tells one configuration's objects from another's: the groups that build them."""
+    return str(OmegaConf.masked_copy(cfg, ["model", "net", "data", "task", "module"]))
 
 
 def sweep_overrides(args: Sequence[str], jobs: list[DictConfig]) -> list[str]:
@@ -98,8 +84,11 @@ def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") ->
     parsed = typos.check_syntax(args)
     if {a.split("=", 1)[0] for a in args if a.startswith("-")} & typos.NOT_COMPOSED:
         return []
+    values.check_search_path(parsed)
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-        return compose_jobs(args, parsed, config_name)
+        jobs = compose_jobs(args, parsed, config_name)
+        values.check_switches(jobs, lambda job: composed(config_name, job))
+        return jobs
 
 
 def sweep_values(override: Any) -> list[str]:
@@ -120,7 +109,7 @@ def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -
     lists = value_lists(parsed)
     swept = any(o.is_sweep_override() for o in parsed)
     # a run applies every override in turn (a key given twice is refused); a sweep's jobs take each key once
-    first = [values[0] for values in lists if values] if swept else [o.input_line for o in parsed]
+    first = [each[0] for each in lists if each] if swept else [o.input_line for o in parsed]
     cfg = composed(config_name, first, sweep=swept)
     if swept and not is_sweep(args, cfg):
         given = next(o.input_line for o in parsed if o.is_sweep_override())
@@ -132,7 +121,7 @@ def compose_jobs(args: Sequence[str], parsed: Sequence[Any], config_name: str) -
     if params and is_sweep(args, cfg):
         parsed = [*OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()]), *parsed]
         lists = value_lists(parsed)
-        first, swept = [values[0] for values in lists if values], True
+        first, swept = [each[0] for each in lists if each], True
         cfg = composed(config_name, first, sweep=True)
     if not swept or not str(cfg.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper") or not all(lists):
         return [cfg]
@@ -173,24 +162,6 @@ def is_sweep(args: Sequence[str], cfg: Any) -> bool:
     return bool(flags & {"-m", "--multirun"}) or (configured and not flags & {"-c", "--cfg", "-i", "--info"})
 
 
-def check_values(cfg: DictConfig) -> None:
-    """The ranges of :data:`RANGES`, our constructors' rules (:data:`attnexp.rules.RULES`, before torch is imported)
-    and a budget that ends."""
-    for key, rule in RANGES.items():
-        check_value(key, OmegaConf.select(cfg, key, default=None), rule)
-    for group in CONSTRUCTED:
-        node = OmegaConf.select(cfg, group, default=None)  # an interpolation is checked in the group it names
-        for key, value in leaves(node if isinstance(node, DictConfig) else {}, group):
-            if key.rpartition(".")[2] in RULES:
-                check_value(key, value, RULES[key.rpartition(".")[2]])
-    if cfg.trainer.max_epochs == -1 and cfg.trainer.max_steps == -1 and cfg.trainer.get("max_time") is None:
-        raise AttnexpError(
-            "trainer.max_epochs=-1 with trainer.max_steps=-1 trains without end: -1 means no limit on epochs when "
-            "trainer.max_steps (or trainer.max_time) sets one. E.g. trainer.max_epochs=5, or trainer.max_steps=1000. "
-            + NOTHING
-        )
-
-
 def check_launcher(launcher: DictConfig) -> None:
     """``hydra.launcher.n_jobs`` must be a count joblib takes; ``hydra/launcher=slurm`` needs SLURM's ``sbatch``."""
     target, n_jobs = str(launcher.get("_target_", "")), launcher.get("n_jobs")
@@ -208,9 +179,9 @@ def check_launcher(launcher: DictConfig) -> None:
         )
 
 
-def check_build(cfg: DictConfig) -> None:
+def check_build(cfg: DictConfig) -> Any:
     """No GPU asked for where there is none; the objects build (:func:`attnexp.cli.build.check`); a checkpoint to train
-    from fits the network."""
+    from fits the network. The network (meta device), or None where the user's own code failed to build it."""
     import torch
 
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
@@ -223,10 +194,13 @@ def check_build(cfg: DictConfig) -> None:
         net = build.check(cfg)
     except TypeError as err:  # an option added with '+' that its class does not take (+model.kernal_q=3)
         raise AttnexpError(typos.misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
+    if net is not None:
+        values.check_monitors(cfg, net.num_classes)
     if cfg.get("ckpt_path") and net is not None:
         from attnexp.training.callbacks.checkpoints import check_checkpoint
 
         check_checkpoint(cfg.ckpt_path, torch.nn.ModuleDict({"net": net}), f"ckpt_path={cfg.ckpt_path}")
+    return net
 
 
 def check_trainer(cfg: DictConfig) -> None:
@@ -271,21 +245,29 @@ def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
     )
 
 
-def check_folders(jobs: list[DictConfig]) -> None:
-    """Each job's folder (from its identity and seed): not shared by two jobs, not still training, and holding no
-    unfinished run unless ``resume=true`` continues it."""
-    from attnexp.runs.folders import check_writable, checkpoint_dir, refusal, run_folder, state
+def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictConfig], Any]) -> None:
+    """Each job's folder (from its identity and seed), and a sweep's own: writable, not shared by two jobs, not still
+    training, and holding no unfinished run unless ``resume=true`` continues it, from a checkpoint of its network
+    (``net_of``: a job's network)."""
+    from attnexp.runs.folders import check_writable, checkpoint_dir, refusal, run_folder, shown, state
 
     check_writable(jobs[0].paths.log_dir)
+    if sweep:
+        check_writable(jobs[0].hydra.sweep.dir, "hydra.sweep.dir")
     found: dict[str, list[str]] = {}
     problems = []
     for cfg in jobs:
         folder = run_folder(_root_=cfg)
+        check_writable(folder)
         found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
-        refused = refusal(folder, *state(folder, checkpoint_dir(cfg, folder)), bool(cfg.resume))
+        checkpoints = checkpoint_dir(cfg, folder)
+        kind, record = state(folder, checkpoints)
+        refused = refusal(folder, kind, record, bool(cfg.resume))
+        if not refused and cfg.resume and kind in ("orphaned", "unfinished"):
+            refused = foreign_checkpoint(folder, checkpoints / "last.ckpt", net_of(cfg))
         if refused:
             problems.append(refused)
-    shared = [f"{' and '.join(names)} into {folder}" for folder, names in found.items() if len(names) > 1]
+    shared = [f"{' and '.join(names)} into {shown(folder)}" for folder, names in found.items() if len(names) > 1]
     if shared:
         problems.insert(
             0,
@@ -294,3 +276,26 @@ def check_folders(jobs: list[DictConfig]) -> None:
         )
     if problems:
         raise AttnexpError("; ".join(problems) + ". " + NOTHING)
+
+
+def foreign_checkpoint(folder: str, last: Path, net: Any) -> str | None:
+    """Why ``resume=true`` cannot continue from ``last`` (a checkpoint another network wrote, copied into the folder),
+    which the run would find only after writing its record; None where it fits, or is damaged (the run continues from
+    another intact one, or says there is none)."""
+    import torch
+
+    from attnexp.errors import shown
+    from attnexp.training.callbacks.checkpoints import check_fits, read_checkpoint
+
+    if net is None or not last.is_file():
+        return None
+    try:
+        state = {k: v for k, v in read_checkpoint(last)["state_dict"].items() if k.startswith("net.")}
+    except AttnexpError:
+        return None
+    way_out = f"Move it out of the folder, or delete the run's folder (rm -r {shown(folder)}) to train this run anew"
+    try:
+        check_fits(state, torch.nn.ModuleDict({"net": net}), shown(last), way_out)
+    except AttnexpError as err:
+        return str(err).rstrip(".")
+    return None

@@ -13,6 +13,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
+from attnexp.errors import shown
 from attnexp.runs import metrics_file
 from attnexp.runs.trackers import mlflow_view
 
@@ -147,12 +148,6 @@ def nothing_to_resume(folder: Path, code: dict[str, Any]) -> str:
             others += [f"{shown(other)} ({what} differ)"] if other != here and record else []
     found = f" Runs of other versions: {'; '.join(others)}." if others else ""
     return f"Nothing to resume in {shown(folder)}: starting this run fresh.{found}"
-
-
-def shown(path: Path) -> str:
-    """``path`` as the user would type it: relative to the current folder when inside it."""
-    path = Path(path).absolute()
-    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def failure(status: str, reason: str, log_file: Path | None = None) -> str:

@@ -5,6 +5,7 @@ sweep and its jobs: their records read ``abandoned`` and ``resume=true`` continu
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from attnexp.comparison.naming import find_runs
 from attnexp.comparison.render import markdown
 from attnexp.comparison.runs import Run, left_out_notes
 from attnexp.comparison.summary import DEFAULT_TUNE, Comparison, RepeatedSeeds, compare
-from attnexp.runs import metrics_file, tracker_comparison, trackers
+from attnexp.runs import lock, metrics_file, tracker_comparison, trackers
 
 log = logging.getLogger("attnexp")
 
@@ -37,9 +38,16 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        runs = find_runs([sweep_dir])
+        runs, busy = find_runs([sweep_dir]), busy_jobs(sweep_dir)
+        if busy:
+            log.error(
+                f"{len(busy)} job{'s' if len(busy) > 1 else ''} of the sweep {'were' if len(busy) > 1 else 'was'} "
+                f"skipped, another process training {'their runs' if len(busy) > 1 else 'its run'}: {', '.join(busy)}. "
+                "Run the same sweep again once that process ends: the jobs it finished are reported and skipped, the "
+                "others run."
+            )
         if not runs:
-            return
+            sys.exit(1 if busy else 0)
         unfinished = (*metrics_file.STOPPED, metrics_file.INVALID, metrics_file.RUNNING, metrics_file.ABANDONED)
         failed = [
             f"{r.folder} ({r.metrics['status'].replace('_', ' ')})" for r in runs if r.metrics["status"] in unfinished
@@ -63,6 +71,7 @@ class SweepCallback(Callback):
             log.error(f"No job of {sweep_dir} gave numbers to compare. " + " ".join(left_out_notes(runs)))
         if failed:
             log.error(f"{len(failed)} of {len(runs)} jobs did not finish or are invalid: " + ", ".join(failed))
+        if failed or busy:
             sys.exit(1)
 
 
@@ -82,6 +91,19 @@ def summary(runs: list[Run], options: DictConfig | dict) -> Comparison:
 
 def tracker_kind(node: DictConfig) -> str:
     return str(node.get("_target_", "")).rpartition(".")[2].removesuffix("Logger").lower()
+
+
+def busy_jobs(sweep_dir: Path) -> list[str]:
+    """The sweep's jobs whose run another process trains (each was skipped), named by their links
+    (``model=euclid/seed=1``) with that process."""
+    found = []
+    for top, folders, _ in sorted(os.walk(sweep_dir)):
+        for name in sorted(folders):
+            link = Path(top, name)
+            pid = lock.holder(link) if link.is_symlink() else None
+            if pid is not None:
+                found.append(f"{link.relative_to(sweep_dir)} (process {pid or '?'})")
+    return found
 
 
 def write_text_summary(sweep_dir: Path, text: str) -> None:

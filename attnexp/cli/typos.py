@@ -91,6 +91,12 @@ def check_syntax(args: Sequence[str]) -> list[Any]:
                 "spaces or brackets, such as the path of a run folder, goes in quotes inside the argument: "
                 f"{key}='{value}' (in a shell: \"{key}='{value}'\"). " + NOTHING
             ) from None
+    keyless = [o.input_line for o in parsed if not o.key_or_group]
+    if keyless:
+        raise AttnexpError(
+            f"{keyless[0]!r} sets no key: an override is key=value (seed=3), group=option (model=euclid) or a flag "
+            f"(--multirun). attnexp --help lists the groups, attnexp --cfg job the keys. {NOTHING}"
+        )
     return parsed
 
 

@@ -4,7 +4,9 @@ sweep job's ``hydra.sweep.subdir``; the pre-flight stage asks the same function 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.errors import AttnexpError
+from attnexp.errors import AttnexpError, shown
 from attnexp.runs import data as data_of_run
 from attnexp.runs import identity, lock, metrics_file
 from attnexp.runs.settings import config_record, method, targets
@@ -70,16 +72,20 @@ def run_folder(*, _root_: DictConfig) -> str:
     return str(Path(str(cfg.paths.log_dir)).absolute() / "runs" / name / f"seed={cfg.seed}")
 
 
-def check_writable(root: str | Path) -> None:
-    """Create the output root if needed and write a file there; :class:`AttnexpError` if that fails."""
-    path = Path(root).absolute()
+def check_writable(folder: str | Path, key: str = "paths.log_dir") -> None:
+    """``folder`` can be made and written, found without making it: its nearest folder that exists takes a file (an
+    unnamed one, gone when closed); :class:`AttnexpError` naming ``key`` (the setting that places it) if not."""
+    path = Path(folder).absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=path).close()
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        tempfile.TemporaryFile(dir=existing).close()
     except OSError as err:
         raise AttnexpError(
-            f"Cannot write run output under {path} ({err.strerror or err}). Choose another output root with "
-            "paths.log_dir=/a/writable/folder, or fix that folder's permissions. Nothing was run or written."
+            f"Cannot write run output under {shown(path)} ({shown(existing)}: {err.strerror or err}). Choose another "
+            f"output root with paths.log_dir=/a/writable/folder{'' if key == 'paths.log_dir' else f' (or {key}=...)'}"
+            ", or make that folder writable. Nothing was run or written."
         ) from None
 
 
@@ -102,13 +108,14 @@ def checkpoints_of(folder: str | Path, record: dict[str, Any], default: Path | N
 
 def state(folder: str | Path, checkpoints: Path | None = None) -> tuple[str, dict[str, Any]]:
     """What a run folder holds: ``new``, ``finished`` (:data:`FINISHED`), ``running`` (its process holds the folder's
-    lock), ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to continue from), ``restart`` (stopped
-    before its first checkpoint: nothing to continue) or ``orphaned`` (checkpoints, but no record), with its record.
-    The checkpoints are in the folder its record names (else ``checkpoints``, else ``checkpoints/`` of the folder)."""
+    lock, with or without a first record yet), ``unfinished`` (failed, interrupted, abandoned, with a checkpoint to
+    continue from), ``restart`` (stopped before its first checkpoint: nothing to continue) or ``orphaned``
+    (checkpoints, but no record), with its record. The checkpoints are in the folder its record names (else
+    ``checkpoints``, else ``checkpoints/`` of the folder)."""
     record = metrics_file.read(folder)
     checkpoints_found = any(checkpoints_of(folder, record, checkpoints).glob("*.ckpt"))
-    if not record:
-        return ("orphaned" if checkpoints_found else "new"), {}
+    if not record:  # a process that holds the lock may not have written its first record yet
+        return ("running" if lock.holder(folder) is not None else "orphaned" if checkpoints_found else "new"), {}
     status = metrics_file.current_status(record, folder)
     if status in FINISHED:
         return "finished", record
@@ -122,17 +129,17 @@ def refusal(folder: str | Path, kind: str, record: dict[str, Any], resume: bool)
     unfinished one without ``resume=true``, checkpoints without a record (a fresh start would mix with them)."""
     if kind == "running":
         pid = lock.holder(folder) or record.get("pid")
-        return f"{folder} is being trained by process {pid} (wait for it to end, or stop it)"
+        return f"{shown(folder)} is being trained by process {pid} (wait for it to end, or stop it)"
     if kind == "unfinished" and not resume:
         status = metrics_file.current_status(record, folder)
         return (
-            f"{folder} holds an unfinished run of these settings (status {status}): add resume=true to continue it "
-            "from its last checkpoint, or delete the folder to start again"
+            f"{shown(folder)} holds an unfinished run of these settings (status {status}): add resume=true to "
+            "continue it from its last checkpoint, or delete the folder to start again"
         )
     if kind == "orphaned" and not resume:
         return (
-            f"{folder} holds checkpoints of these settings but no record (metrics.json), so a fresh start would mix "
-            "with them: add resume=true to continue from its last checkpoint (with a new record), or delete the "
-            "folder to start again"
+            f"{shown(folder)} holds checkpoints but no record (metrics.json), so a fresh start would mix with "
+            "them: add resume=true to continue from its last checkpoint (with a new record), or delete the folder "
+            f"(rm -r {shown(folder)}) to start again"
         )
     return None

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from attnexp.errors import AttnexpError
+from attnexp.errors import AttnexpError, shown
 from attnexp.runs import lock
 
 FILE = "metrics.json"
@@ -50,12 +50,18 @@ def read(folder: str | Path) -> dict[str, Any]:
     file = path(folder)
     if not os.path.exists(file):  # False, not an OSError, for a name too long for the file system
         return {}
+    way_out = (
+        f"Restore the file from a copy, or delete the run's folder (rm -r {shown(folder)}) to train this run again "
+        "from its start: its checkpoints are not continued without their record"
+    )
     try:
         found = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DamagedRecord(f"{file} is damaged ({type(err).__name__}: {err}): no record can be read.") from None
+        why = f"{type(err).__name__}: {err}"
+        raise DamagedRecord(f"{shown(file)} is damaged ({why}): no record can be read. {way_out}.") from None
     if not isinstance(found, dict):
-        raise DamagedRecord(f"{file} is damaged: it holds a {type(found).__name__}, not a run's record.")
+        kind = type(found).__name__
+        raise DamagedRecord(f"{shown(file)} is damaged: it holds a {kind}, not a run's record. {way_out}.")
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
@@ -83,6 +84,12 @@ class Task:
     def figures(self, forward: Forward, datamodule: Any) -> dict[str, Any]:
         """Matplotlib figures by TensorBoard tag, drawn once at the end of training."""
         return {}
+
+    def logged(self, num_classes: int, stage: str = "val") -> list[str]:
+        """The names a stage's end logs: its loss, the metrics and what derives from the loss (validation's are what
+        a checkpoint can be chosen by, known before training)."""
+        names = [f"{stage}/loss", *(f"{stage}/{name}" for name in self.metrics(num_classes, stage))]
+        return names + list(self.derived(stage, torch.zeros(())))
 
 
 class PartlyScored(Task):

@@ -14,7 +14,7 @@ class LossWatch:
     """Keeps each batch's (optimizer step, loss) on the device; :meth:`check` looks at them all at once."""
 
     def __init__(self, every: int) -> None:
-        self.every = max(1, every)
+        self.every = every
         self.unchecked: list[tuple[int, Tensor]] = []
 
     def note(self, step: int, loss: Tensor) -> None:

@@ -15,6 +15,13 @@ from attnexp.tasks import Task
 from attnexp.training.divergence import LossWatch
 
 
+def monitored(task: Task, num_classes: int) -> list[str]:
+    """What :class:`TaskModule` logs after each validation (the task's names, ``val/acc_best`` beside ``val/acc``):
+    the metrics a checkpoint or a schedule can be chosen by."""
+    names = task.logged(num_classes, "val")
+    return sorted([*names, "val/acc_best"] if "val/acc" in names else names)
+
+
 class TaskModule(pl.LightningModule):
     """Training of ``net`` on ``task`` (its loss and metrics) with per-epoch metrics, under Lightning's automatic
     optimization: the Trainer's ``gradient_clip_val``, ``gradient_clip_algorithm`` and ``accumulate_grad_batches`` apply
@@ -52,7 +59,12 @@ class TaskModule(pl.LightningModule):
         weight_decay_on: str = "all",
     ) -> None:
         super().__init__()
-        check("module", scheduler_interval=scheduler_interval, weight_decay_on=weight_decay_on)
+        check(
+            "module",
+            divergence_check_every=divergence_check_every,
+            scheduler_interval=scheduler_interval,
+            weight_decay_on=weight_decay_on,
+        )
         self.scheduler_interval, self.weight_decay_on = scheduler_interval, weight_decay_on
         self.net, self.task = net, task
         if compile:

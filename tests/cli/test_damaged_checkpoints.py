@@ -53,11 +53,16 @@ def test_resume_over_a_damaged_last_checkpoint_continues_from_the_intact_best(tm
     run = interrupted_run(tmp_path)
     best = next((run / "checkpoints").glob("epoch*.ckpt"))
     cut_short(run / "checkpoints" / "last.ckpt")
+    stray = run / "checkpoints" / "epoch009-best0.9999.ckpt"  # a save a full disk cut short, which no callback knows
+    shutil.copy(best, stray)
+    cut_short(stray)
     resumed = run_cli(tmp_path, *ARGS, "resume=true")
     assert "This run's checkpoints/last.ckpt is damaged: it ends early" in resumed.stderr, resumed.stderr
     assert f"Continuing from {best.name} instead" in resumed.stderr and "ckpt_path=" not in resumed.stderr
+    assert "Removed the run's damaged checkpoints: epoch009-best0.9999.ckpt, last.ckpt." in resumed.stderr
     assert run_dirs(tmp_path / "outputs") == [run]
     assert read_metrics(run)["status"] == "ok" and read_metrics(run)["epochs"] == 6
+    assert not stray.exists()  # no damaged checkpoint kept after the resume
 
 
 def test_resume_with_no_intact_checkpoint_says_so_and_leaves_the_record(tmp_path):

@@ -88,8 +88,8 @@ def test_out_of_memory_names_the_model_size_the_batch_and_what_to_lower(tmp_path
 
 def test_a_full_disk_ends_in_one_paragraph_a_failed_record_and_no_temporary_file(tmp_path):
     """The run writes into a small tmpfs (mounted in a mount namespace of the test's own) until a checkpoint finds no
-    space: one paragraph naming the folder, the space to make and the checkpoint cut short; the record says failed;
-    no temporary file is left; resume=true then continues from the newest intact checkpoint."""
+    space: one paragraph naming the folder, the space to make and the checkpoint cut short; the record says
+    failed; no temporary file is left; resume=true then continues from the newest intact checkpoint."""
     import shutil
     import subprocess
 
@@ -118,6 +118,7 @@ cp -r mnt/out copy
     assert damaged and not list(run.rglob("*.tmp")), (damaged, sorted(p.name for p in run.rglob("*")))
     resumed = run_cli(tmp_path, *args, "callbacks.progress_bar.refresh_rate=0", "paths.log_dir=copy", "resume=true")
     assert "Resuming from" in resumed.stderr and read_metrics(run)["status"] == "ok", resumed.stderr[-2000:]
+    assert f"Removed the run's damaged checkpoints: {', '.join(sorted(damaged))}." in resumed.stderr
 
 
 def test_resume_continues_from_a_checkpoint_folder_of_ones_own(tmp_path):

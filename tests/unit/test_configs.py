@@ -194,7 +194,7 @@ SPLIT = [o for o in options("data") if "split_seed" in (Path(CONFIG_DIR) / "data
 @pytest.mark.parametrize("data", SPLIT)
 def test_a_split_seed_is_held_to_the_rule_of_the_seed(data, tmp_path):
     """``data.split_seed=-3`` ran while ``seed=-1`` was refused: both seed generators, one rule."""
-    from attnexp.cli.preflight import RANGES
+    from attnexp.cli.values import RANGES
     from attnexp.errors import AttnexpError, root_cause
 
     cfg = compose_cfg([f"data={data}", *required_overrides("data", data, tmp_path)], tmp_path)
@@ -221,4 +221,21 @@ def test_every_option_of_every_group_is_in_the_configuration_reference():
         row = " ".join(r for r in rows if r.startswith((f"| `{group}`", f"| `{top}`")))
         if f"`{option}`" not in row and f"{group}={option}" not in row:
             missing.append(f"{group}={option}")
+    assert not missing, missing
+
+
+def test_every_checked_number_has_its_limits_in_the_configuration_reference():
+    """docs/configuration.md's limits name each numeric key the pre-flight stage or a constructor of ours checks
+    (``module.divergence_check_every=0`` ran, while the page called it the steps between checks)."""
+    from helpers import REPO
+
+    from attnexp.cli.values import RANGES
+    from attnexp.rules import RULES
+
+    text = (REPO / "docs" / "configuration.md").read_text()
+    limits = text.split("## Limits of the numeric keys")[1].split("\n## ")[0]
+    numeric = [k for k, rule in RANGES.items() if rule.kind in (int, float)] + ["threads"]
+    missing = [k for k in numeric if f"`{k}`" not in limits]
+    named = [n for n, rule in RULES.items() if rule.kind in (int, float)]
+    missing += [n for n in named if f".{n}`" not in limits and f"`{n}`" not in limits]
     assert not missing, missing

@@ -7,7 +7,7 @@ import torch
 from helpers import compose_cfg, line_of, model_factory, options
 from omegaconf import open_dict
 
-from attnexp.cli.preflight import check_values as check_config
+from attnexp.cli.values import check_values as check_config
 from attnexp.errors import AttnexpError
 from attnexp.mixers import build_mixer
 

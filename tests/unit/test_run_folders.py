@@ -126,3 +126,14 @@ def test_a_full_disk_leaves_a_whole_record_never_half_of_one(tmp_path, monkeypat
         metrics_file.write(tmp_path, {**old, "status": "failed", "error": "x" * 20_000})  # past the record's blocks
     assert metrics_file.read(tmp_path)["status"] == "failed"
     assert not list(tmp_path.glob("*.tmp")) and json.loads(metrics_file.path(tmp_path).read_text())
+
+
+def test_a_full_disk_with_no_intact_checkpoint_promises_none(tmp_path):
+    """With no intact checkpoint the way on is the same command again: resume=true would continue nothing."""
+    from attnexp.cli.failures import disk_full
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    said = str(disk_full(tmp_path))
+    assert "Cut short by it, damaged: last.ckpt." in said
+    assert "run the same command again: no checkpoint was whole yet" in said and "resume=true" not in said

@@ -80,12 +80,12 @@ def intact_instead(err: DamagedCheckpoint, path: Path, fall_back: bool, fix: str
 
 def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) -> str:
     """``path`` if it loads and fits ``model``. Resuming, a damaged ``last.ckpt`` gives way to the run's newest intact
-    epoch checkpoint, with a warning (the epochs after it are trained again); else a damaged file is an error."""
+    epoch checkpoint, with a warning (the epochs after it are trained again), and the run's damaged checkpoints are
+    removed (:func:`remove_damaged`); else a damaged file is an error."""
     path = Path(path)
     what = f"This run's {path.parent.name}/{path.name}" if resumed else f"ckpt_path={path}"
     try:
         check_checkpoint(path, model, what)
-        return str(path)
     except DamagedCheckpoint as err:
         fix = (
             f": to start again, delete the run's folder {path.parent.parent} and run the same command"
@@ -93,12 +93,30 @@ def checkpoint_to_train_from(path: str | Path, model: nn.Module, resumed: bool) 
             else ""
         )
         intact = intact_instead(err, path, resumed, fix)
+        check_checkpoint(intact, model, f"This run's checkpoints/{intact.name}")
         log.warning(
             f"{err} Continuing from {intact.name} instead, the newest intact checkpoint of the run: the epochs after "
             "it are trained again (their curves appear twice in TensorBoard)."
         )
-        check_checkpoint(intact, model, f"This run's checkpoints/{intact.name}")
-        return str(intact)
+        path = intact
+    if resumed:
+        remove_damaged(path.parent)
+    return str(path)
+
+
+def remove_damaged(folder: Path) -> None:
+    """Remove the checkpoints in a resumed run's ``folder`` that cannot be read (cut short by a full disk, say): they
+    continue nothing, and the run writes whole ones; a warning names them."""
+    damaged = []
+    for ckpt in sorted(folder.glob("*.ckpt")):
+        try:
+            read_checkpoint(ckpt)
+        except DamagedCheckpoint:
+            damaged.append(ckpt)
+    for ckpt in damaged:
+        ckpt.unlink(missing_ok=True)
+    if damaged:
+        log.warning(f"Removed the run's damaged checkpoints: {', '.join(p.name for p in damaged)}.")
 
 
 def check_checkpoint(path: str | Path, model: nn.Module, what: str) -> None:
