@@ -68,7 +68,7 @@ def check_devices(cfg: Any) -> None:
     accelerator = str(OmegaConf.select(cfg, "trainer.accelerator", default="auto"))
     if isinstance(devices, bool) or not isinstance(devices, int) or devices <= cores() or accelerator not in CPU:
         return
-    given = [str(o) for o in OmegaConf.select(cfg, "hydra.overrides.task", default=[]) or []]
+    given = [str(o) for o in list(OmegaConf.to_container(cfg.hydra.overrides.task) or [])]  # as typed, unresolved
     if any(o.lstrip("+") in ("trainer=cpu", "trainer.accelerator=cpu") for o in given) or on_gpu(accelerator):
         return
     raise AttnexpError(

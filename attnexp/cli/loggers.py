@@ -11,7 +11,7 @@ import logging
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -55,9 +55,21 @@ def check_loggers(jobs: list[DictConfig], prepare: bool = False) -> None:
     """Build each job's loggers as the run will, quietly, in a throwaway folder instead of the run's (an MLflow
     logger's store only named); ``prepare``: make the MLflow stores and experiments they name instead, once, before a
     sweep's jobs start."""
-    from hydra.utils import instantiate
+    from hydra.core.hydra_config import HydraConfig
 
     seen: set[str] = set()
+    before = HydraConfig.instance().cfg  # the folder checks after read the job's own, not the throwaway folder
+    try:
+        built(jobs, prepare, seen)
+    finally:
+        if before is not None:
+            HydraConfig.instance().set_config(cast(DictConfig, before))  # its "hydra" node, as set_config keeps it
+
+
+def built(jobs: list[DictConfig], prepare: bool, seen: set[str]) -> None:
+    """:func:`check_loggers`' work, Hydra's config set to each job's in turn."""
+    from hydra.utils import instantiate
+
     for cfg in jobs:
         with tempfile.TemporaryDirectory() as scratch:
             job = as_in_the_job(cfg, str(Path(scratch, "run")))

@@ -10,13 +10,13 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnexp.cli import build, console, hardware, loggers, targets, typos, values
+from attnexp.cli.folder_checks import check_folders
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
 
@@ -243,59 +243,3 @@ def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
         f"The trainer.* keys are the arguments of {cfg.trainer.get('_target_')}: fix the value (attnexp --cfg job "
         f"shows the ones the config sets). {NOTHING}"
     )
-
-
-def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictConfig], Any]) -> None:
-    """Each job's folder (from its identity and seed), and a sweep's own: writable, not shared by two jobs, not still
-    training, and holding no unfinished run unless ``resume=true`` continues it, from a checkpoint of its network
-    (``net_of``: a job's network)."""
-    from attnexp.runs.folders import check_writable, checkpoint_dir, refusal, run_folder, shown, state
-
-    check_writable(jobs[0].paths.log_dir)
-    if sweep:
-        check_writable(jobs[0].hydra.sweep.dir, "hydra.sweep.dir")
-    found: dict[str, list[str]] = {}
-    problems = []
-    for cfg in jobs:
-        folder = run_folder(_root_=cfg)
-        check_writable(folder)
-        found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
-        checkpoints = checkpoint_dir(cfg, folder)
-        kind, record = state(folder, checkpoints)
-        refused = refusal(folder, kind, record, bool(cfg.resume))
-        if not refused and cfg.resume and kind in ("orphaned", "unfinished"):
-            refused = foreign_checkpoint(folder, checkpoints / "last.ckpt", net_of(cfg))
-        if refused:
-            problems.append(refused)
-    shared = [f"{' and '.join(names)} into {shown(folder)}" for folder, names in found.items() if len(names) > 1]
-    if shared:
-        problems.insert(
-            0,
-            f"These jobs would run the same settings, code, data and seed into one folder: "
-            f"{'; '.join(shared)} (a value listed twice, or two spellings of one: list each once)",
-        )
-    if problems:
-        raise AttnexpError("; ".join(problems) + ". " + NOTHING)
-
-
-def foreign_checkpoint(folder: str, last: Path, net: Any) -> str | None:
-    """Why ``resume=true`` cannot continue from ``last`` (a checkpoint another network wrote, copied into the folder),
-    which the run would find only after writing its record; None where it fits, or is damaged (the run continues from
-    another intact one, or says there is none)."""
-    import torch
-
-    from attnexp.errors import shown
-    from attnexp.training.callbacks.checkpoints import check_fits, read_checkpoint
-
-    if net is None or not last.is_file():
-        return None
-    try:
-        state = {k: v for k, v in read_checkpoint(last)["state_dict"].items() if k.startswith("net.")}
-    except AttnexpError:
-        return None
-    way_out = f"Move it out of the folder, or delete the run's folder (rm -r {shown(folder)}) to train this run anew"
-    try:
-        check_fits(state, torch.nn.ModuleDict({"net": net}), shown(last), way_out)
-    except AttnexpError as err:
-        return str(err).rstrip(".")
-    return None

@@ -83,6 +83,7 @@ def check_search_path(parsed: Sequence[Any]) -> None:
                 )
 
 
+UNRESOLVED = {"throw_on_resolution_failure": False}  # None for a value that cannot be resolved yet
 SWITCH_WORDS = {"yes", "no", "on", "off", "y", "n", "true", "false"}  # YAML 1.1's, which OmegaConf's typed nodes read
 
 
@@ -93,16 +94,17 @@ def check_switches(jobs: list[DictConfig], compose: Callable[[list[str]], DictCo
 
     parser = OverridesParser.create()
     for cfg in jobs:
-        for given in cfg.hydra.overrides.task:
+        written = [str(o) for o in list(OmegaConf.to_container(cfg.hydra.overrides.task) or [])]  # as typed
+        for given in written:
             override = parser.parse_override(given)
             key, value = override.key_or_group, override.value()
             if override.is_delete() or isinstance(value, bool):
                 continue
             if isinstance(value, str) and value.lower() in SWITCH_WORDS:
-                others = [o for o in cfg.hydra.overrides.task if o != given]
-                switch = isinstance(OmegaConf.select(compose(others), key, default=None), bool)
-            else:
-                switch = isinstance(OmegaConf.select(cfg, key, default=None), bool)
+                others = [o for o in written if o != given]
+                switch = isinstance(OmegaConf.select(compose(others), key, default=None, **UNRESOLVED), bool)
+            else:  # a value that resolves only in the job (${hydra:...}) is no switch word: checked later
+                switch = isinstance(OmegaConf.select(cfg, key, default=None, **UNRESOLVED), bool)
             if switch:
                 raise AttnexpError(
                     f"{given} is not allowed: {key} is a switch, true or false (every switch takes these two words "
