@@ -46,7 +46,7 @@ def check_declared_weights(
     kind = weight_kind(mixer)
     problems, measured = weight_problems(weights, allowed, kind, LOW_PRECISION_TOL if low_precision else TOL)
     if problems:
-        computed = computed_at(mixer, rerun, nonfinite=not torch.isfinite(weights).all())
+        computed = computed_at(mixer, rerun, nonfinite=not torch.isfinite(weights).all(), numbers=True)
         raise MixerError(
             f"{where_defined(mixer, None)} says its weights are {kind!r} (weight_kind), but on the first training "
             f"batch they hold {'; '.join(problems)} ({measured}){computed}. Its telemetry and figures would describe "
