@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, line_of, read_metrics, run_cli, run_dirs
 from helpers import run_kit as kit
-from linear_mixers import BatchCentred, ChunkedSSDReadsAhead
+from linear_mixers import BatchCentred, ChunkedSSDReadsAhead, NaNAtThirdStep
 
 from attnexp.cli.compare import main as compare
 
@@ -55,6 +55,18 @@ def test_a_mixer_that_mixes_the_batch_in_training_fails_the_kit_and_its_run_is_i
     out = folder / "cmp"
     assert compare([str(folder / "outputs" / "runs"), "--out", str(out)]) == 0
     assert f"Left out: {runs['batchcentred'][0]} (invalid: " in (out / "summary.md").read_text()
+
+
+def test_a_nan_a_mixer_first_makes_at_its_third_training_step_is_named_at_its_line(folder):
+    """Finding: a NaN a mixer made at the third step was called a divergence, with advice on the learning rate and
+    no mixer named."""
+    proc = run_cli(folder, "model=nanatthirdstep", *SHORT, "module.divergence_check_every=20", check=False)
+    (run,) = run_dirs(folder / "outputs")
+    message = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and read_metrics(run)["status"] == "failed", message[-3000:]
+    assert "the mixer NaNAtThirdStep made a NaN or infinity from finite inputs" in message, message[-3000:]
+    assert f"first at {at(NaNAtThirdStep, 'torch.sqrt(2.5')}, in score" in message, message[-3000:]
+    assert "at step 2" in message and "attnexp-check model=nanatthirdstep" in message, message[-3000:]
 
 
 def test_the_chunk_boundary_leak_fails_the_kit_at_a_language_models_default_size_and_its_run_is_invalid(folder):
