@@ -78,9 +78,12 @@ class Trace(TorchFunctionMode):
             if any(belongs(owner(f), mixer) for f, _ in call.frames):
                 yield i, call
 
-    def first_nonfinite(self, mixer: nn.Module | None = None) -> Origin | None:
-        """Where the first NaN or infinity was made from finite inputs inside ``mixer`` (any mixer when None)."""
-        return next((located(call, mixer) for _, call in self.in_mixer(mixer) if call.nonfinite), None)
+    def first_nonfinite(self, mixer: nn.Module | None = None, nan: bool = False) -> Origin | None:
+        """Where the first NaN or infinity was made from finite inputs inside ``mixer`` (any mixer when None); with
+        ``nan`` the first NaN made from inputs that are all finite and not near overflow (0/0, the root of a negative
+        number), not an overflow, which parameters grown by too high a learning rate make too."""
+        made = (call for _, call in self.in_mixer(mixer) if call.nonfinite and (not nan or made_nan(call)))
+        return next((located(call, mixer) for call in made), None)
 
     def computed(self, value: Tensor, mixer: nn.Module, numbers: bool = False) -> Origin | None:
         """The user's line inside ``mixer`` that computed ``value``: the call that returned it, else (a call of
@@ -209,6 +212,14 @@ def made_nonfinite(given: list[Any], outputs: list[Tensor]) -> bool:
     nan_in, inf_in = (any(holds(v, kind) for v in given) for kind in ("nan", "inf"))
     nan_out, inf_out = (any(holds(t, kind) for t in outputs) for kind in ("nan", "inf"))
     return (nan_out and not nan_in) or (inf_out and not inf_in and not nan_in)
+
+
+def made_nan(call: Call) -> bool:
+    """Whether a call returned a NaN where every tensor it was given was finite and of a size whose products fit its
+    precision (at most the square root of its largest number): a NaN from values that large is an overflow."""
+    floats = [t for t in call.inputs if t.is_floating_point()]
+    fit = all(t.numel() == 0 or float(t.abs().max()) <= torch.finfo(t.dtype).max ** 0.5 for t in floats)
+    return fit and any(holds(t, "nan") for t in call.outputs)
 
 
 def holds(value: Any, kind: str) -> bool:

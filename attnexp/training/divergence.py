@@ -83,8 +83,9 @@ class LossWatch:
     def replay(self, net: nn.Module, forward: Any) -> Origin | None:
         """Where a mixer first made a NaN or infinity from finite inputs when the first step whose loss was not
         finite runs again: its batch through ``forward(net, batch)`` on a copy of ``net`` at the state that step
-        started from, in training mode, the random state restored. None where no mixer did (the loss, the backward
-        pass, the optimizer made it)."""
+        started from, in training mode, the random state restored. Only a NaN made from finite inputs counts there:
+        an overflow to infinity is what parameters grown by too high a learning rate make. None where no mixer made
+        one (the loss, the backward pass, the optimizer did)."""
         if self.bad_batch is None or not self.kept:
             return None
         again = copy.deepcopy(net)
@@ -93,4 +94,4 @@ class LossWatch:
         devices = [p.device for p in again.parameters() if p.device.type == "cuda"][:1]
         with torch.random.fork_rng(devices=devices):
             trace, _ = traced(lambda: forward(again, self.bad_batch))
-        return trace.first_nonfinite()
+        return trace.first_nonfinite(nan=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, line_of, read_metrics, run_cli, run_dirs
 from helpers import run_kit as kit
-from linear_mixers import BatchCentred, ChunkedSSDReadsAhead, NaNAtThirdStep
+from linear_mixers import BatchCentred, ChunkedSSD, NaNAtThirdStep
 
 from attnexp.cli.compare import main as compare
 
@@ -74,7 +74,7 @@ def test_the_chunk_boundary_leak_fails_the_kit_at_a_language_models_default_size
     checked = kit(folder, "model=chunkedssdreadsahead", "data=corpus", "--no-speed")
     leak = line(checked.stdout, "no causal leak")
     assert checked.returncode == 1 and leak.startswith("FAIL"), checked.stdout + checked.stderr[-2000:]
-    assert at(ChunkedSSDReadsAhead, "F.pad(") not in leak, leak
+    assert at(ChunkedSSD, "F.pad(") not in leak and "the line cannot be told" in leak, leak
     proc = run_cli(folder, "model=chunkedssdreadsahead", *MQAR, *SHORT, check=False)
     (run,) = run_dirs(folder / "outputs")
     assert proc.returncode == 1 and read_metrics(run)["status"] == "invalid", proc.stderr[-3000:]
@@ -88,3 +88,19 @@ def test_the_correct_families_pass_the_kit_at_data_corpus_and_train(folder, name
     (run,) = run_dirs(folder / "outputs")
     record = read_metrics(run)
     assert record["status"] == "ok" and record["certification"]["passed"], record.get("certification")
+
+
+def test_a_run_whose_mixer_sees_the_padded_keys_of_its_own_data_is_invalid(tmp_path):
+    """The data pads its sources: a mixer that drops the padding mask (and returns no weights, so no telemetry sees
+    them) trained with padded keys in every row; its run is certified on its own padded batch."""
+    (tmp_path / "configs" / "model").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "broken_mixers.py", tmp_path / "broken_mixers.py")
+    (tmp_path / "configs" / "model" / "nopadding.yaml").write_text(
+        "_target_: broken_mixers.IgnoresPaddingNoWeights\n_partial_: true\n"
+    )
+    dates = ["data=dates", "data.train_size=400", "data.val_size=50", "data.test_size=50", "net.dim=16"]
+    proc = run_cli(tmp_path, "model=nopadding", *dates, *SHORT, "data.batch_size=16", check=False)
+    (run,) = run_dirs(tmp_path / "outputs")
+    record = read_metrics(run)
+    assert proc.returncode == 1 and record["status"] == "invalid", proc.stderr[-3000:]
+    assert "key padding invisible: largest change of a visible output when the" in record["error"], record["error"]

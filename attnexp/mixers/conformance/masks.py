@@ -120,6 +120,29 @@ def padding_change(kit: Kit) -> Outcome:
     return worst <= kit.tol, f"{measured} {worst:.2g}" + (f"; refused: {'; '.join(refused)}" if refused else "")
 
 
+def given_padding_hidden(kit: Kit) -> Outcome:
+    """The keys a run's own padding mask hides (its call's ``mask`` (B, 1, 1, Lk), :attr:`Kit.given`) move no output
+    of a visible query, whatever they hold: in self-attention the hidden tokens (their own rows left out), in
+    cross-attention the hidden context tokens. Where the batch pads nothing the check does not apply."""
+    mask = kit.given.get("mask")
+    if mask is None or mask.dim() != 4 or mask.shape[-2] != 1 or bool(mask.all()):
+        return None, "no padded keys in this batch"
+    hidden = ~mask[:, 0, 0]  # (B, Lk)
+    mixer = kit.build()
+    out = mixer(kit.x, **kit.given)[0]
+    context = kit.given.get("context")
+    if context is None:
+        tokens = torch.where(hidden[..., None], kit.noise(*kit.x.shape).to(kit.x.dtype), kit.x)
+        changed, rows = mixer(tokens, **kit.given)[0], ~hidden
+    else:
+        moved_context = torch.where(hidden[..., None], kit.noise(*context.shape).to(context.dtype), context)
+        changed = mixer(kit.x, **{**kit.given, "context": moved_context})[0]
+        rows = torch.ones(out.shape[:2], dtype=torch.bool, device=out.device)
+    worst = relative(changed[rows], out[rows])
+    padded = int(hidden.sum())
+    return worst <= kit.tol, f"largest change of a visible output when the {padded} padded keys change {worst:.2g}"
+
+
 PADDED = (1, 3)  # how many more hidden keys the padding check adds
 
 

@@ -1,10 +1,11 @@
 """The certification of a run's trained mechanism, on its own data, at its own length, in the modes it ran: after
 training, every mixer of the network on the inputs it receives from one validation batch, in training mode (dropout
 off) and in eval mode: a sample's output alone and beside the others of the batch, no later token reaching an earlier
-output where the mixer is causal, finite outputs; and, for a causal task, the whole network's logits before a changed
-token. A mixer's leak that its initial parameters hid (a convolution over the keys that starts as the identity), a
-batch statistic taken in training only, a chunk boundary that only the run's length crosses: each shows here, and a
-run that learnt to read the next token, or whose samples saw each other, scores what it does not compute."""
+output where the mixer is causal, padded keys invisible where the data pads, finite outputs; and, for a causal task,
+the whole network's logits before a changed token. A mixer's leak that its initial parameters hid (a convolution over
+the keys that starts as the identity), a batch statistic taken in training only, a chunk boundary that only the run's
+length crosses: each shows here, and a run that learnt to read the next token, or whose samples saw each other,
+scores what it does not compute."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ TOLERANCE = {"32": 1e-4, "16": 1e-2}  # an earlier logit's relative change allow
 
 class CausalityCheck(pl.Callback):
     """After training, on the weights the run reports (those the test measures; the last ones with ``test`` false),
-    certifies every mixer on one validation batch (its first ``samples`` inputs; :func:`certify`), and for a causal
+    certifies every mixer on one validation batch (its first ``samples`` inputs; :func:`certify`: finite outputs, batch
+    independence, no causal leak, padded keys invisible), and for a causal
     task (``task.causal``) changes the tokens of that batch from a position on, another one in each sequence, and
     holds every logit before it to what it was. A mixer that fails a check, or a network whose earlier logits move,
     makes the run's record say ``invalid``, naming the mixer, the check, what was measured and the line of its code.
@@ -61,9 +63,6 @@ class CausalityCheck(pl.Callback):
         seconds = round(time.perf_counter() - started, 3)
         checked = {"weights": weights, "tolerance": tolerance, **certified, "seconds": seconds}
         self.record.fields["certification"] = checked
-
-
-CHECKS = ("batch independence", "no causal leak", "finite outputs")
 
 
 def certify(pl_module: Any, x: Any, tolerance: float) -> dict[str, Any]:
@@ -100,10 +99,10 @@ def certify(pl_module: Any, x: Any, tolerance: float) -> dict[str, Any]:
 
 
 def certify_mixer(mixer: nn.Module, x: Tensor, given: dict[str, Tensor], tolerance: float) -> dict[str, Any]:
-    """Finite outputs, batch independence and no causal leak (for a causal mixer), each in eval and in training mode
-    (dropout off), of copies of ``mixer`` on its call's tokens ``x`` (B, L, C) and ``given`` (context, mask):
-    ``{check: (ok, measured)}``, ok None where the check does not apply or cannot measure (a NaN: the finiteness
-    check says where it was made)."""
+    """Finite outputs, batch independence, no causal leak (for a causal mixer) and padded keys invisible (where the
+    call had a padding mask), each in eval and in training mode (dropout off), of copies of ``mixer`` on its call's
+    tokens ``x`` (B, L, C) and ``given`` (context, mask): ``{check: (ok, measured)}``, ok None where the check does
+    not apply or cannot measure (a NaN: the finiteness check says where it was made)."""
     dtype = next((p.dtype for p in mixer.parameters() if p.is_floating_point()), torch.float32)
     kits = [Kit.on_call(mixer, x.to(dtype), given, tolerance, training) for training in (False, True)]
     found: dict[str, Any] = {"finite outputs": (True, "every output finite, in eval and training mode")}
@@ -119,6 +118,7 @@ def certify_mixer(mixer: nn.Module, x: Tensor, given: dict[str, Tensor], toleran
     causal = getattr(getattr(mixer, "request", None), "causal", False)
     found["batch independence"] = measured(layout.batch_independence, kits[:1]) if len(x) > 1 else (None, "one sample")
     found["no causal leak"] = measured(masks.causal_change, kits) if causal else (None, "not causal")
+    found["key padding invisible"] = measured(masks.given_padding_hidden, kits)
     return found
 
 
