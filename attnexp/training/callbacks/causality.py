@@ -30,12 +30,12 @@ TOLERANCE = {"32": 1e-4, "16": 1e-2}  # an earlier logit's relative change allow
 class CausalityCheck(pl.Callback):
     """After training, on the weights the run reports (those the test measures; the last ones with ``test`` false),
     certifies every mixer on one validation batch (its first ``samples`` inputs; :func:`certify`: finite outputs, batch
-    independence, no causal leak, padded keys invisible), and for a causal
-    task (``task.causal``) changes the tokens of that batch from a position on, another one in each sequence, and
-    holds every logit before it to what it was. A mixer that fails a check, or a network whose earlier logits move,
-    makes the run's record say ``invalid``, naming the mixer, the check, what was measured and the line of its code.
-    In copies of the mixers, without gradients, the random state restored: no weight, metric or later number of the
-    run changes. The results are the record's ``certification`` and ``causality``."""
+    independence, no causal leak, padded keys invisible), and for a causal task (``task.causal``) changes the tokens
+    of that batch from a position on, another one in each sequence, and holds every logit before it to what it was.
+    A mixer that fails a check, or a network whose earlier logits move, makes the run's record say ``invalid``,
+    naming the mixer, the check, what was measured and the line of its code. In copies of the mixers, without
+    gradients, the random state restored: no weight, metric or later number of the run changes. The results are the
+    record's ``certification`` and ``causality``."""
 
     def __init__(self, record: Any = None, test: bool = True, samples: int = 8) -> None:
         self.record, self.test, self.samples = record, test, samples
