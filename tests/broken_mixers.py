@@ -261,3 +261,22 @@ class OldFlagSigned(DotAttention):
     def normalise(self, scores: Tensor, mask: Tensor | None) -> Tensor:
         flipped = torch.where(torch.isinf(scores), scores, -scores)  # masked keys stay at -inf
         return scores.softmax(-1) - flipped.softmax(-1)
+
+
+class WindowLetsTheNextKeyIn(MultiHeadAttention):
+    """A causal window whose mask lets each query see the next key too: weight on a masked pair, computed where the
+    mask is applied, returned through a cast."""
+
+    def attend(self, q, k, v, mask, need_weights):
+        lq, lk = q.shape[-2], k.shape[-2]
+        seen = torch.ones(lq, lk, dtype=torch.bool).tril(1)  # tril(0) meant: the next key is let in
+        scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5
+        weights = scores.masked_fill(~seen, float("-inf")).softmax(-1)
+        return weights.to(v.dtype) @ v, weights.to(v.dtype) if need_weights else None
+
+
+class IgnoresPaddingNoWeights(DotAttention):
+    """Drops the mask it is given and returns no weights: no telemetry sees the weight on padded keys."""
+
+    def forward(self, x, context=None, mask=None, need_weights=False):
+        return super().forward(x, context, None, False)

@@ -75,23 +75,47 @@ def explained(cfg: DictConfig, err: BaseException, folder: Path | None = None) -
 
 
 def nan_in_mixer(cfg: DictConfig, err: BaseException) -> BaseException:
-    """A loss that became NaN because a mixer makes a NaN or infinity from finite inputs at its initial parameters, on
-    a training batch: the mixer's bug (a failed run, :class:`MixerError`), named at the line that made it. Else
-    ``err`` as it is: training made the loss NaN (the learning rate, the precision)."""
-    try:
-        found = first_nonfinite(cfg)
-    except Exception:  # the diagnosis is a help: the divergence stands as it was said
-        return err
+    """A loss that became NaN because a mixer makes a NaN or infinity from finite inputs: on the batch of the first
+    step whose loss was not finite, replayed at the parameters that step ran with (the error's ``origin``), else at
+    the parameters the run started from, on a training batch. The mixer's bug (a failed run, :class:`MixerError`),
+    named at the line that made it, with the kit's command at the run's data and length. Else ``err`` as it is:
+    training made the loss NaN (the learning rate, the precision)."""
+    cause = root_cause(err)
+    found, when = getattr(cause, "origin", None), f"at step {getattr(cause, 'step', '?')}, on that step's batch"
+    if found is None:
+        when = "at its initial parameters on a training batch"
+        try:
+            found = first_nonfinite(cfg)
+        except Exception:  # the diagnosis is a help: the divergence stands as it was said
+            return err
     if found is None:
         return err
-    said = " ".join(str(root_cause(err)).split()).split(". ")[0]
+    said = " ".join(str(cause).split()).split(". ")[0]
     explained = MixerError(
-        f"the mixer {found.mixer} made a NaN or infinity from finite inputs, at its initial parameters on a training "
-        f"batch: first at {found.file}:{found.line}, in {found.function}. {said}: the NaN came from the mixer's "
-        "own arithmetic, not from the learning rate or the precision."
+        f"the mixer {found.mixer} made a NaN or infinity from finite inputs, {when}: first at {found.file}:"
+        f"{found.line}, in {found.function}. {said}: the NaN came from the mixer's own arithmetic, not from the "
+        f"learning rate or the precision; {kit_command(cfg)} checks it at the run's data and length."
     )
     explained.__cause__ = err
     return explained
+
+
+def kit_command(cfg: DictConfig) -> str:
+    """``attnexp-check`` with the run's overrides that choose the mixer and the network (its data, length, width)."""
+    import shlex
+
+    from hydra.core.hydra_config import HydraConfig
+
+    groups = ("model", "data", "net", "task", "experiment")
+    try:
+        hydra_cfg = HydraConfig.get()
+        given, model = list(hydra_cfg.overrides.task), hydra_cfg.runtime.choices.get("model")
+    except ValueError:  # not inside a Hydra app
+        given, model = [], None
+    kept = [o for o in given if o.split("=", 1)[0].lstrip("+~").split(".", 1)[0].split("/", 1)[0] in groups]
+    if not any(o.startswith("model=") for o in kept):
+        kept.insert(0, f"model={model or '...'}")
+    return " ".join(["attnexp-check", *map(shlex.quote, kept)])
 
 
 def first_nonfinite(cfg: DictConfig) -> Any:

@@ -45,8 +45,15 @@ def check_declared_weights(
         allowed = allowed & mask.to(weights.device)
     kind = weight_kind(mixer)
     problems, measured = weight_problems(weights, allowed, kind, LOW_PRECISION_TOL if low_precision else TOL)
+    if not torch.isfinite(weights).all():  # a NaN is no kind: no declaration fixes it
+        made = computed_at(mixer, rerun, nonfinite=True).replace("its first NaN or infinity made at", "first made at")
+        raise MixerError(
+            f"{where_defined(mixer, None)} made NaN or infinite weights on the first training batch "
+            f"({int((~torch.isfinite(weights)).sum())} of them){made}: a NaN made from finite inputs is the mixer's "
+            "own arithmetic, whatever kind its weights are; attnexp-check with this model= and data= names it too."
+        )
     if problems:
-        computed = computed_at(mixer, rerun, nonfinite=not torch.isfinite(weights).all())
+        computed = computed_at(mixer, rerun, numbers=True)
         raise MixerError(
             f"{where_defined(mixer, None)} says its weights are {kind!r} (weight_kind), but on the first training "
             f"batch they hold {'; '.join(problems)} ({measured}){computed}. Its telemetry and figures would describe "

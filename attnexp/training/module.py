@@ -12,7 +12,7 @@ from torchmetrics import MaxMetric, MeanMetric
 
 from attnexp.rules import check
 from attnexp.tasks import Task
-from attnexp.training.divergence import LossWatch
+from attnexp.training.divergence import DivergedError, LossWatch
 
 
 def monitored(task: Task, num_classes: int) -> list[str]:
@@ -107,6 +107,7 @@ class TaskModule(pl.LightningModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         """The loss of one batch; its sums for the epoch's ``train/loss`` and ``train/acc`` stay on the device."""
+        self.losses.before(self.net.state_dict())  # replayed if this step's loss is the first that is not finite
         loss, logits, y = self._step(batch)
         count = self.task.count(y)  # an int, or a tensor where the task scores some targets only
         with torch.no_grad():  # small ops, no host sync
@@ -115,7 +116,7 @@ class TaskModule(pl.LightningModule):
             else:
                 self.train_loss_sum.add_(loss.detach(), alpha=count)
             self.train_correct.add_((logits.argmax(-1) == y).sum())
-        self.losses.note(self.global_step, loss)
+        self.losses.note(self.global_step, loss, batch)
         self.train_count += count
         self.train_samples += len(batch[0])
         if self.trainer.log_every_n_steps:  # type: ignore[attr-defined]  # the Trainer's argument, kept by Lightning
@@ -134,7 +135,19 @@ class TaskModule(pl.LightningModule):
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.losses.due:
+            self.check_losses()
+
+    def check_losses(self) -> None:
+        """The divergence check; a loss that is not finite is replayed to find the mixer that made the NaN first."""
+        try:
             self.losses.check(self.current_epoch + 1)
+        except DivergedError as err:
+            try:
+                with self.trainer.precision_plugin.forward_context():
+                    err.origin = self.losses.replay(self.net, lambda net, batch: self.task.forward(net, *batch[:2]))
+            except Exception:  # the diagnosis is a help: the divergence stands as it was said
+                pass
+            raise
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["rng_states"] = {"torch": torch.get_rng_state()}
@@ -150,7 +163,7 @@ class TaskModule(pl.LightningModule):
             torch.cuda.set_rng_state_all(states["cuda"])
 
     def on_train_epoch_end(self) -> None:
-        self.losses.check(self.current_epoch + 1)
+        self.check_losses()
         n = max(self.train_count, 1)  # one host sync where it is a tensor
         loss = self.train_loss_sum / n
         values: dict[str, Any] = {

@@ -90,12 +90,14 @@ def test_the_kits_smoke_run_finds_what_only_training_shows(folder):
     proc = kit(folder, "model=failsintraining")
     lines = {line[6:31].strip(): line for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL", "n/a ")}
     assert proc.returncode == 1 and lines["smoke run"].startswith("FAIL"), proc.stdout + proc.stderr[-2000:]
-    assert all(not line.startswith("FAIL") for name, line in lines.items() if name != "smoke run")
+    failed = {name for name, line in lines.items() if line.startswith("FAIL")}
+    assert failed == {"batch independence", "smoke run"}, proc.stdout  # batch independence is checked training too
+    assert "raised RuntimeError: this mixer cannot train (in FailsInTraining, at " in lines["batch independence"]
     assert (
         "the mixer FailsInTraining raised RuntimeError: this mixer cannot train (at broken_mixers.py:"
         in lines["smoke run"]
     )
-    assert "14 checks: 1 failed (smoke run)" in proc.stdout
+    assert "14 checks: 2 failed (batch independence, smoke run)" in proc.stdout
 
 
 def test_a_mixer_without_weights_runs_without_attention_telemetry_and_says_so(folder):
@@ -147,7 +149,7 @@ def test_each_causal_only_example_passes_the_kit_on_the_language_model(folder, n
     out = proc.stdout
     assert proc.returncode == 0 and "14 checks: all passed" in out, out + proc.stderr[-2000:]
     first, speed = out.splitlines()[0], out.splitlines()[-1]
-    assert "width 64, 1 head, batch 3, 8 tokens (11 keys for cross-attention), causal" in first, first
+    assert "width 64, 1 head, batch 3, 65 tokens (68 keys for cross-attention) (the network's 8; a causal" in first
     assert "the network of data=corpus, net=lm (the mixer causal" in first and "with and without padding" in first
     assert "n/a   token layout" in out and "(causal self-attention)" in out
     assert speed.startswith("speed at batch 64, 8 tokens, width 64, 1 head, causal") and "x dot's time" in speed

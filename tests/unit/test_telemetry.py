@@ -184,3 +184,24 @@ def test_a_run_holds_the_weights_of_its_first_batch_to_the_declared_kind():
     assert "says its weights are 'non-negative' (weight_kind), but on the first training batch they hold" in message
     assert 'negative weights (weights that may be negative say weight_kind = "signed")' in message
     callback.on_train_batch_start(trainer, module, batch, 1)  # the first batch only
+
+
+def test_nan_weights_on_the_first_batch_are_named_as_a_nan_not_as_a_kind_to_declare():
+    """Finding: a NaN was framed as a weight-kind breach ("declare the kind they are ... or fix the weights"), where
+    declaring a kind cannot fix a NaN."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from broken_mixers import NaNWeights
+    from helpers import line_of
+
+    from attnexp.errors import MixerError
+    from attnexp.training.callbacks.telemetry import AttentionTelemetry
+
+    x = torch.randn(4, 16, 4)
+    module, _, _ = module_for(partial(NaNWeights), x)
+    with pytest.raises(MixerError) as raised:
+        AttentionTelemetry().on_train_batch_start(SimpleNamespace(precision="32-true"), module, (x, torch.zeros(4)), 0)
+    message = " ".join(str(raised.value).split())
+    assert "made NaN or infinite weights" in message and "declare the kind" not in message, message
+    assert f"first made at {line_of(NaNWeights, 'index_fill')}" in message, message

@@ -11,6 +11,7 @@ the mixer's code it was raised.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -18,8 +19,9 @@ import torch
 
 from attnexp.errors import MixerError
 from attnexp.mixers.conformance import layout, masks, numerics, requests, weights
-from attnexp.mixers.conformance.kit import Factory, Kit, Outcome, Result, Size
+from attnexp.mixers.conformance.kit import Factory, Kit, NotMeasurable, Outcome, Result, Size
 from attnexp.mixers.faults import raised_in_mixer
+from attnexp.mixers.tracing import traced
 
 
 class Check(NamedTuple):
@@ -56,10 +58,28 @@ def run_checks(factory: Factory, seed: int = 0, size: Size | None = None) -> lis
         try:
             with torch.no_grad():  # the checks that need gradients ask for them
                 ok, measured = check.run(kit)
+        except NotMeasurable:
+            ok, measured = None, not_measurable(kit)
         except Exception as err:
             ok, measured = False, raised(err)
         results.append(Result(check.name, ok, measured))
     return results
+
+
+def not_measurable(kit: Kit) -> str:
+    """A comparison's measure when the outputs it compares hold a NaN or infinity: where the mixer first made one
+    (the checks of finiteness fail on it), never a difference."""
+    found = None
+    for w in (True, False):
+        try:
+            mixer = kit.build()
+        except Exception:
+            break
+        found = traced(functools.partial(mixer, kit.x, need_weights=w, **kit.given))[0].first_nonfinite(mixer)
+        if found is not None:
+            break
+    where = f"at {found.file}:{found.line}, in {found.function}" if found else "in its outputs"
+    return f"not measurable: NaN first made {where} (the outputs compared hold a NaN or infinity)"
 
 
 def raised(err: BaseException) -> str:
@@ -68,4 +88,4 @@ def raised(err: BaseException) -> str:
     return f"raised {type(err).__name__}: {' '.join(str(err).split())[:300]}" + (f" (in {where})" if where else "")
 
 
-__all__ = ["CHECKS", "Check", "Kit", "Result", "Size", "run_checks"]
+__all__ = ["CHECKS", "Check", "Kit", "NotMeasurable", "Result", "Size", "not_measurable", "run_checks"]

@@ -19,6 +19,7 @@ from attnexp.mixers.request import MixerRequest
 TOL = 1e-5  # relative: rounding of one formula computed in another order (another batch size, another kernel)
 FUSED_TOL = 1e-4  # relative: a fused path against the explicit formula
 ZERO_GRAD = 1e-6  # a gradient below this share of the largest is taken as zero
+CAUSAL_TOKENS = 64  # a causal mixer (a language model's) is checked at least this long: past any chunk or window
 Factory = Callable[..., nn.Module]
 Outcome = tuple[bool | None, str]  # passed (None: does not apply), and what was measured
 Start = Callable[[nn.Module], None]  # gives a built mixer other parameters than its constructor's
@@ -38,16 +39,25 @@ class Size:
     heads: int | None = None
     causal: bool | None = None
 
+    own: int | None = None  # the network's number of tokens, where the checks run longer (a causal mixer)
+
     @classmethod
     def of(cls, request: MixerRequest, batch: int = 3) -> Size:
         """The size a network asks its mixer for: its width, heads, number of tokens (the default's when not fixed)
-        and causality."""
-        queries = request.num_tokens or cls.queries
-        return cls(batch, queries, queries + 3, request.dim, request.heads, request.causal)
+        and causality. A causal mixer (a language model's) is checked at :data:`CAUSAL_TOKENS` tokens at least: a
+        chunk or a window a short sequence fits inside hides what crosses its boundary (one token more where that
+        length is the width or a head's: the line of a leak is found by the axes of the tokens)."""
+        own = request.num_tokens or cls.queries
+        queries = max(own, CAUSAL_TOKENS) if request.causal else own
+        if request.causal and queries != own and queries in (request.dim, request.dim // max(request.heads, 1)):
+            queries += 1
+        return cls(batch, queries, queries + 3, request.dim, request.heads, request.causal, own)
 
     def describe(self) -> str:
         heads = f"{self.heads} head{'s' * (self.heads != 1)}" if self.heads else "the mixer's heads"
         tokens = f"{self.queries} tokens ({self.keys} keys for cross-attention)"
+        if self.own is not None and self.own != self.queries:
+            tokens += f" (the network's {self.own}; a causal mixer at least {CAUSAL_TOKENS}: past any chunk or window)"
         return f"width {self.dim}, {heads}, batch {self.batch}, {tokens}" + (", causal" if self.causal else "")
 
 
@@ -60,20 +70,53 @@ class Result:
     measured: str
 
 
+class NotMeasurable(ArithmeticError):
+    """Two outputs a check compares hold a NaN or an infinity: no difference between them means anything (the
+    checks of finiteness say where it was made)."""
+
+
 class Kit:
     """The mixer's factory, the size and the random inputs every check uses; ``start``: the parameters each build gets
-    instead of its constructor's (:func:`moved`, :func:`trained`)."""
+    instead of its constructor's (:func:`moved`, :func:`trained`); ``tol``: the relative difference a comparison
+    allows; ``device``: where the inputs live (a run's certification checks its mixers where they trained)."""
 
-    def __init__(self, factory: Factory, seed: int = 0, size: Size | None = None, start: Start | None = None) -> None:
+    def __init__(
+        self,
+        factory: Factory,
+        seed: int = 0,
+        size: Size | None = None,
+        start: Start | None = None,
+        tol: float = TOL,
+        device: torch.device | str = "cpu",
+    ) -> None:
         """``size.causal`` None and a mixer that declares ``causal_only``: every build is causal, as it must be."""
         size = size or Size()
         if size.causal is None and declares_causal_only(factory):
             size = replace(size, causal=True)
-        self.factory, self.seed, self.size, self.start = factory, seed, size, start
+        self.factory, self.seed, self.size, self.start, self.tol = factory, seed, size, start, tol
+        self.device = torch.device(device)
         self.gen = torch.Generator().manual_seed(seed + 1)
         s = self.size
         self.x = self.noise(s.batch, s.queries, s.dim)  # (B, Lq, C)
         self.context = self.noise(s.batch, s.keys, s.dim)  # (B, Lk, C)
+        self.given: dict[str, Tensor] = {}  # the other inputs of a run's call (its context, its mask)
+        self.training = False  # builds in training mode, dropout off (:func:`training_mode`)
+
+    @classmethod
+    def on_call(cls, mixer: nn.Module, x: Tensor, given: dict[str, Tensor], tol: float, training: bool) -> Kit:
+        """A kit whose every build is a copy of ``mixer`` (a trained network's), whose tokens are those of one of its
+        calls (``x`` (B, L, C) and ``given``: its context and mask), in eval or ``training`` mode: the checks on what
+        a run's mixer receives from its own data."""
+        request = getattr(mixer, "request", None)
+        heads = getattr(request, "heads", None)
+        size = Size(x.shape[0], x.shape[1], x.shape[1], x.shape[2], heads, getattr(request, "causal", None))
+        kit = cls(lambda **_: copy.deepcopy(mixer), 0, size, tol=tol, device=x.device)
+        kit.x, kit.given, kit.training = x, given, training
+        return kit
+
+    def alone(self) -> dict[str, Tensor]:
+        """:attr:`given` for the batch's first sample alone (a mask broadcast over the batch as it is)."""
+        return {k: v[:1] if v.shape[0] == self.size.batch else v for k, v in self.given.items()}
 
     def build(self, **request: object) -> nn.Module:
         """The mixer for ``request`` (self-attention over the queries unless ``num_tokens`` says otherwise), built
@@ -84,7 +127,8 @@ class Kit:
         base = {"dim": s.dim, "num_tokens": s.queries, **({"heads": s.heads} if s.heads else {})}
         if s.causal is not None:
             base["causal"] = s.causal
-        mixer = make_mixer(self.factory, **{**base, **request}).eval()
+        mixer = make_mixer(self.factory, **{**base, **request})
+        mixer = training_mode(mixer) if self.training else mixer.eval()
         if self.start is not None:
             with torch.no_grad():
                 self.start(mixer)
@@ -97,7 +141,7 @@ class Kit:
         return other
 
     def noise(self, *shape: int) -> Tensor:
-        return torch.randn(*shape, generator=self.gen)
+        return torch.randn(*shape, generator=self.gen).to(self.device)
 
     def padding_mask(self, keys: int, front: bool = False) -> Tensor:
         """Sample b hides its last b + 1 keys (at most all but one); ``front``: its first ones, the padding a causal
@@ -158,17 +202,38 @@ def allowed(mixer: nn.Module, mask: Tensor) -> Tensor:
     return mask & torch.ones(mask.shape[-1], mask.shape[-1], dtype=torch.bool).tril()
 
 
+def training_mode(mixer: nn.Module) -> nn.Module:
+    """``mixer`` in training mode, as it trains, with its dropout off (the same numbers twice): an ``nn.Dropout``
+    module in eval mode, a dropout rate kept as a number (``model.dropout``) at 0. On a copy only: it changes the
+    module."""
+    mixer.train()
+    for module in mixer.modules():
+        if isinstance(module, DROPOUTS):
+            module.eval()
+        elif isinstance(getattr(module, "dropout", None), float):
+            setattr(module, "dropout", 0.0)  # noqa: B010  # a rate kept as a number, as MultiHeadAttention keeps it
+    return mixer
+
+
+DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+
+
 def relative(a: Tensor, b: Tensor) -> float:
-    """Largest |a - b| over (1 + the largest |b|); NaN anywhere counts as infinite, another shape too."""
+    """Largest |a - b| over (1 + the largest |b|); another shape counts as infinite. A NaN or an infinity in either
+    raises :class:`NotMeasurable`: it is no difference of the two."""
     if a.shape != b.shape:
         return math.inf
     a, b = a.detach().float(), b.detach().float()
-    diff = (a - b).abs()
-    if diff.numel() == 0:
+    if a.numel() == 0:
         return 0.0
-    if not torch.isfinite(diff).all():
-        return math.inf
-    return float(diff.max()) / (1.0 + float(b.abs().max()))
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise NotMeasurable("a NaN or infinity in the outputs compared")
+    return float((a - b).abs().max()) / (1.0 + float(b.abs().max()))
+
+
+def finite(*outputs: Tensor) -> bool:
+    """Whether every value of ``outputs`` is finite."""
+    return all(bool(torch.isfinite(t).all()) for t in outputs)
 
 
 def refusal(err: AttnexpError) -> AttnexpError:

@@ -15,11 +15,15 @@ from attnexp.errors import AttnexpError
 from attnexp.mixers.conformance.kit import TOL, Kit, Outcome, moved, refusal, relative, short
 from attnexp.mixers.contract import DISTRIBUTIONS, weight_kind
 from attnexp.mixers.frames import Origin
-from attnexp.mixers.tracing import computed_at, located, traced
+from attnexp.mixers.tracing import computed_at, first_differing
 
 MOVED = 8  # the causal check changes the tokens from at most this many positions on, spread over the length
 DRAWS = 3  # draws of moved parameters the leak and padding checks run at, after the constructor's
 REFUSED = ("causal refused", "masks refused")  # measures of a mixer that takes no part: nothing to move
+UNTOLD = (
+    "the line cannot be told: the later tokens come in through values without an axis of the tokens (a chunk's or "
+    "a step's state)"
+)
 
 
 def causal_leak(kit: Kit) -> Outcome:
@@ -40,19 +44,20 @@ def causal_change(kit: Kit) -> Outcome:
         {round(1 + i * (s.queries - 2) / max(MOVED - 1, 1)) for i in range(MOVED)} & set(range(1, s.queries))
     )
     for w in (False, True):
-        out = mixer(kit.x, need_weights=w)[0]
+        out = mixer(kit.x, need_weights=w, **kit.given)[0]
         for t in starts:
             later = kit.x.clone()
             later[:, t:] += kit.noise(s.batch, s.queries - t, s.dim)
-            change = relative(mixer(later, need_weights=w)[0][:, :t], out[:, :t])
+            change = relative(mixer(later, need_weights=w, **kit.given)[0][:, :t], out[:, :t])
             worst = max(worst, change)
-            if change > TOL:
+            if change > kit.tol:
                 leaks.append(t)
-                runs = (partial(mixer, kit.x, need_weights=w), partial(mixer, later, need_weights=w))
+                runs = tuple(partial(mixer, tokens, need_weights=w, **kit.given) for tokens in (kit.x, later))
                 where = where or first_moved(mixer, runs, s.queries, t)
     leak = f" (tokens from {min(leaks)} on move earlier outputs" if leaks else ""
-    leak += (f"; first in {where}" if where else "") + (")" if leaks else "")
-    return worst <= TOL, f"largest change of an earlier output {worst:.2g}{leak}"
+    if leaks:
+        leak += f"; first in {where})" if where else f"; {UNTOLD})"
+    return worst <= kit.tol, f"largest change of an earlier output {worst:.2g}{leak}"
 
 
 def reached(kit: Kit, check: Callable[[Kit], Outcome], leaks: str) -> Outcome:
@@ -73,28 +78,20 @@ def reached(kit: Kit, check: Callable[[Kit], Outcome], leaks: str) -> Outcome:
 
 
 def first_moved(mixer: nn.Module, runs: tuple[Callable[[], Any], ...], length: int, cut: int) -> Origin | None:
-    """Where, inside ``mixer``, a value of the positions before ``cut`` first differs between two runs whose tokens
-    differ from ``cut`` on only: the line at which a later token leaks into earlier ones. Every axis of ``length``
-    (the tokens) is cut, so the later positions' own change is left out."""
-    first, second = (dict(traced(run)[0].in_mixer(mixer)) for run in runs)
-    for i, call in first.items():
-        other = second.get(i)
-        if other is None or len(other.outputs) != len(call.outputs):
-            continue
-        for a, b in zip(call.outputs, other.outputs):
-            if a.shape != b.shape or not a.is_floating_point():
-                continue
-            if relative(earlier(b, length, cut), earlier(a, length, cut)) > TOL:
-                return located(call, mixer)
-    return None
+    """Where, inside ``mixer``, a value of the positions before ``cut`` first moves between two runs whose tokens
+    differ from ``cut`` on only, while the values it was computed from did not: the line at which a later token comes
+    into earlier ones. Every axis of ``length`` (the tokens) is cut, so the later positions' own change is left out; a
+    value with no such axis (a chunk's state, one step of a recurrence) cannot be told, and a leak that comes in
+    through one is named nowhere rather than at the pad, reshape or slice that carries it on."""
+    return first_differing(mixer, runs, partial(earlier, length=length, cut=cut), TOL)
 
 
-def earlier(t: Tensor, length: int, cut: int) -> Tensor:
-    """``t`` at the positions before ``cut`` along every axis of ``length``."""
-    for axis, size in enumerate(t.shape):
-        if size == length:
-            t = t.narrow(axis, 0, cut)
-    return t
+def earlier(t: Tensor, length: int, cut: int) -> Tensor | None:
+    """``t`` at the positions before ``cut`` along every axis of ``length``; None without such an axis."""
+    axes = [axis for axis, size in enumerate(t.shape) if size == length]
+    for axis in axes:
+        t = t.narrow(axis, 0, cut)
+    return t if axes else None
 
 
 def padding_invisible(kit: Kit) -> Outcome:
@@ -120,7 +117,30 @@ def padding_change(kit: Kit) -> Outcome:
     if not checked:
         return True, f"masks refused: {refused[0].partition(': ')[2]}"
     measured = f"largest change when hidden keys change in contents or number ({', '.join(checked)}-attention)"
-    return worst <= TOL, f"{measured} {worst:.2g}" + (f"; refused: {'; '.join(refused)}" if refused else "")
+    return worst <= kit.tol, f"{measured} {worst:.2g}" + (f"; refused: {'; '.join(refused)}" if refused else "")
+
+
+def given_padding_hidden(kit: Kit) -> Outcome:
+    """The keys a run's own padding mask hides (its call's ``mask`` (B, 1, 1, Lk), :attr:`Kit.given`) move no output
+    of a visible query, whatever they hold: in self-attention the hidden tokens (their own rows left out), in
+    cross-attention the hidden context tokens. Where the batch pads nothing the check does not apply."""
+    mask = kit.given.get("mask")
+    if mask is None or mask.dim() != 4 or mask.shape[-2] != 1 or bool(mask.all()):
+        return None, "no padded keys in this batch"
+    hidden = ~mask[:, 0, 0]  # (B, Lk)
+    mixer = kit.build()
+    out = mixer(kit.x, **kit.given)[0]
+    context = kit.given.get("context")
+    if context is None:
+        tokens = torch.where(hidden[..., None], kit.noise(*kit.x.shape).to(kit.x.dtype), kit.x)
+        changed, rows = mixer(tokens, **kit.given)[0], ~hidden
+    else:
+        moved_context = torch.where(hidden[..., None], kit.noise(*context.shape).to(context.dtype), context)
+        changed = mixer(kit.x, **{**kit.given, "context": moved_context})[0]
+        rows = torch.ones(out.shape[:2], dtype=torch.bool, device=out.device)
+    worst = relative(changed[rows], out[rows])
+    padded = int(hidden.sum())
+    return worst <= kit.tol, f"largest change of a visible output when the {padded} padded keys change {worst:.2g}"
 
 
 PADDED = (1, 3)  # how many more hidden keys the padding check adds

@@ -8,7 +8,18 @@ import torch
 from torch import Tensor, nn
 
 from attnexp.errors import AttnexpError
-from attnexp.mixers.conformance.kit import FUSED_TOL, TOL, ZERO_GRAD, Kit, Outcome, refusal, relative, short
+from attnexp.mixers.conformance.kit import (
+    FUSED_TOL,
+    TOL,
+    ZERO_GRAD,
+    Kit,
+    NotMeasurable,
+    Outcome,
+    finite,
+    refusal,
+    relative,
+    short,
+)
 
 
 def gradients(kit: Kit) -> Outcome:
@@ -69,6 +80,8 @@ def same_seed(kit: Kit) -> Outcome:
         torch.equal(states[0][k], states[1][k]) for k in states[0]
     )
     outs = [first(kit.x)[0], second(kit.x)[0], first(kit.x)[0]]
+    if not finite(*outs):
+        raise NotMeasurable("a NaN or infinity in the outputs compared")
     worst = max(float((o - outs[0]).abs().max()) for o in outs[1:])
     return same_params and worst == 0.0, f"largest difference {worst:.2g}" + (
         "" if same_params else "; the parameters differ"
@@ -89,7 +102,7 @@ def finite_in_bf16(kit: Kit) -> Outcome:
                 refusal(err)
                 continue
             nonfinite += int((~torch.isfinite(out)).sum())
-            if mask is None:
+            if mask is None and finite(out, reference):
                 worst = max(worst, relative(out.float(), reference))
     return not nonfinite, f"{nonfinite} NaN or infinite outputs; largest difference from float32 {worst:.2g} (relative)"
 

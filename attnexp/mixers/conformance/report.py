@@ -34,6 +34,8 @@ def report(
     factory = instantiate(cfg.model)
     kit = Kit(factory, cfg.seed, Size.of(network) if network else None)  # a causal-only mixer's checks: causal
     size, checked = kit.size, cast(MixerRequest, kit.build().request)  # the size checked, the checks' requests
+    if size.own is not None:  # checked longer than the network runs (a causal mixer): its speed at the network's
+        checked = checked._replace(num_tokens=size.own)
     where = f"the network of data={choices.get('data')}, net={choices.get('net')}" if network else "the kit's small"
     where += "" if network else " default"
     say(

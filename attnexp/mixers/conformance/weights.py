@@ -30,7 +30,8 @@ def weights_as_declared(kit: Kit) -> Outcome:
     problems, measured = weight_problems(weights, allowed(mixer, mask), weight_kind(mixer))
     if not problems:
         return True, measured + "; masked pairs at 0"
-    computed = computed_at(mixer, lambda: mixer(kit.x, mask=mask, need_weights=True)[1], not weights.isfinite().all())
+    rerun = lambda: mixer(kit.x, mask=mask, need_weights=True)[1]  # noqa: E731
+    computed = computed_at(mixer, rerun, not weights.isfinite().all(), numbers=True)
     return False, f"{measured}; {'; '.join(problems)}{computed}"
 
 

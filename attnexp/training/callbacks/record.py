@@ -81,10 +81,14 @@ def outcome(trainer: pl.Trainer, validated: bool, test: bool) -> dict[str, str]:
 
 
 def leaked(fields: dict[str, Any]) -> dict[str, str]:
-    """``invalid``, with why, where the trained network was found reading later tokens (the record's ``causality``,
+    """``invalid``, with why, where the trained network was found reading later tokens or a trained mixer failed its
+    certification on the run's own data (the record's ``causality`` and ``certification``,
     :class:`~attnexp.training.callbacks.causality.CausalityCheck`); else nothing."""
     found = fields.get("causality") or {}
-    return {"status": metrics_file.INVALID, "error": found["error"]} if found.get("leak") else {}
+    if found.get("leak"):
+        return {"status": metrics_file.INVALID, "error": found["error"]}
+    certified = fields.get("certification") or {}
+    return {"status": metrics_file.INVALID, "error": certified["error"]} if "error" in certified else {}
 
 
 def best_score(trainer: pl.Trainer) -> dict[str, Any]:
