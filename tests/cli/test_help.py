@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
-from helpers import command, user_env
+from helpers import run_script
 
 from attnexp.mixers.conformance import CHECKS
 
@@ -66,14 +64,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_help_says_what_the_command_does_with_examples(name, tmp_path):
     _module, words = CASES[name]
-    proc = subprocess.run(
-        command(name, "--help"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=user_env(),
-    )
+    proc = run_script(tmp_path, name, "--help")
     assert proc.returncode == 0, proc.stderr[-2000:]
     for word in words:
         assert word in proc.stdout, (word, proc.stdout)
