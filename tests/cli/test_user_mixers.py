@@ -3,7 +3,6 @@ package's entry point, listed by --help, checked before any run folder exists, a
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -227,32 +226,3 @@ def test_a_search_path_folder_is_checked_without_a_false_error(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Error" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr, proc.stderr
-
-
-SLOW = '''
-import time
-
-from attnexp.mixers import DotAttention
-
-
-class SlowAttention(DotAttention):
-    """dot attention at a recurrence's pace in training: 1.5 s a forward pass (a loop in Python over the tokens)."""
-
-    def forward(self, *args, **kwargs):
-        if self.training:
-            time.sleep(1.5)
-        return super().forward(*args, **kwargs)
-'''
-
-
-def test_a_slow_mixer_gets_a_coarse_speed_line_within_the_kits_time_cap(tmp_path):
-    """The speed line's rounds stop before one would end past its cap (10 s): the warm-up and each round take at least
-    1.5 s of the mixer's sleep, so at most 5 rounds start, fewer than the 6 a decided ratio needs, and the line says
-    the ratio is coarse (sleep never returns early: the count holds on a busy machine)."""
-    folder = user_folder(tmp_path, "slow_attention.SlowAttention", "slow")
-    (folder / "slow_attention.py").write_text(SLOW)
-    proc = attnexp(folder, "model=slow", module="attnexp.cli.check")
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    speed = proc.stdout.strip().splitlines()[-1]
-    found = re.search(r"a coarse ratio: (the median of )?(\d) alternating rounds?, all that fit in 10 s\)", speed)
-    assert speed.startswith("speed at batch 3") and found and 1 <= int(found[2]) <= 5, speed

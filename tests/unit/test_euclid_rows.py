@@ -78,3 +78,15 @@ def test_each_row_is_decided_on_its_own_numbers(path):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
     nan_rows = together[2].isnan().any(-1)
     assert nan_rows[0, 5] and nan_rows.sum() == 1 and torch.isfinite(together[:2]).all()
+
+
+def test_a_call_in_inference_mode_leaves_no_memory_a_later_call_outside_it_cannot_write():
+    """The CPU path keeps its scratch memory between calls: made under inference mode (a prediction), it must still
+    take the writes of a later call outside it (training, a check) in the same process."""
+    q, k, v = (torch.randn(2, 2, 5, 4) for _ in range(3))
+    mask = torch.ones(5, 5, dtype=torch.bool)
+    with torch.inference_mode():
+        first = fused_euclid_attention(q, k, v, mask, 0.5, 1e-6)
+    with torch.no_grad():
+        again = fused_euclid_attention(q, k, v, mask, 0.5, 1e-6)
+    torch.testing.assert_close(again, first.clone(), rtol=0, atol=0)

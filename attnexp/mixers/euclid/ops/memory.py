@@ -35,10 +35,11 @@ def workspace(slot: int, shape: tuple[int, ...], like: Tensor, dtype: torch.dtyp
     view = views.get((shape, dtype))
     if view is None:
         numel = math.prod(shape)
-        if memory is None or memory.numel() < numel:
-            memory, views = torch.empty(numel, dtype=torch.float32), {}
-            slots[slot] = memory, views
-        view = views[shape, dtype] = memory[:numel].view(dtype).view(shape)
+        with torch.inference_mode(False):  # memory made in inference mode could not be written outside it later
+            if memory is None or memory.numel() < numel:
+                memory, views = torch.empty(numel, dtype=torch.float32), {}
+                slots[slot] = memory, views
+            view = views[shape, dtype] = memory[:numel].view(dtype).view(shape)
     return view
 
 
