@@ -41,8 +41,8 @@ class LossWatch:
         if not self.kept or self.sound is None:
             self.kept = {k: v.detach().clone() for k, v in state.items()}
             return
-        for k, v in state.items():
-            self.kept[k].copy_(torch.where(self.sound, v.detach(), self.kept[k]))
+        for k, v in state.items():  # in place: no memory allocated per step
+            torch.where(self.sound, v.detach(), self.kept[k], out=self.kept[k])
 
     def note(self, step: int, loss: Tensor, batch: Any = None) -> None:
         loss = loss.detach()
