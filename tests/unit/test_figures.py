@@ -232,10 +232,10 @@ def test_a_recall_task_draws_each_heads_attention_from_its_answer_positions():
     x, y = data.splits["val"][0][0], data.splits["val"][1][0]
     answers = (y != NO_TARGET).nonzero().flatten().tolist()
     start = max(0, answers[-1] + 1 - 32)
-    panels = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in panels] == [f"layer {i} head {h}" for i in range(2) for h in range(2)]
-    rows = [int(t.get_text()) for t in panels[0].get_yticklabels()]
-    assert rows == [int(x[a]) for a in answers if a >= start] and len(panels[0].get_xticklabels()) == min(
-        32, answers[-1] + 1
-    )
+    (ax, _) = fig.axes  # the maps, the colour bar
+    titles = [t.get_text() for t in ax.texts if t.get_text().startswith("layer")]
+    assert titles == [f"layer {i} head {h}" for i in range(2) for h in range(2)]
+    down = [int(t.get_text()) for t in ax.texts if t.get_gid() == "down"]  # each layer's queries, once
+    across = [t for t in ax.texts if t.get_gid() == "across"]  # the keys, under the last layer's two maps
+    assert down == [int(x[a]) for a in answers if a >= start] * 2 and len(across) == 2 * min(32, answers[-1] + 1)
     plt.close(fig)
