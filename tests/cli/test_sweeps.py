@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from helpers import output_captured, read_metrics, run_dirs
+from helpers import output_captured, read_metrics, run_cli, run_dirs
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -199,3 +199,23 @@ def test_a_sweep_whose_folder_holds_the_same_configuration_and_seed_twice_ends_a
     assert "raised ValueError" not in proc.stderr and "default baseline" not in proc.stderr
     assert not (root / "sweep" / "summary.md").exists()
     assert {read_metrics(p)["status"] for p in run_dirs(root / "second")} == {"ok"}
+
+
+def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
+    """Each job computes what it would alone: side by side on a share of the cores, or one after the other with the
+    threads torch may use (the thread rule gives these small steps one thread either way)."""
+    import os
+
+    args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
+    parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
+    parallel.mkdir(), sequential.mkdir()
+    every_core = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}
+    run_cli(parallel, *args, env=every_core)  # the default launcher: joblib's workers, one job per core, its share
+    run_cli(sequential, *args, SEQUENTIAL)  # one after the other, in this process
+    for job in ("model=dot", "model=euclid"):
+        a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
+        assert a["status"] == b["status"] == "ok"
+        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {
+            k: b[k] for k in ("train/loss", "val/loss", "test/acc")
+        }
+    assert (sweep_dir(parallel) / "summary.csv").exists()

@@ -25,7 +25,6 @@ def sweep_dir(root):
 
 
 def test_resume_skips_finished_jobs_and_finishes_the_interrupted_one(tmp_path):
-    from helpers import run_cli
 
     args = [
         "--multirun",
@@ -140,28 +139,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def test_parallel_sweep_by_default_gives_the_numbers_of_a_sequential_one(tmp_path):
-    """Each job computes what it would alone: side by side on a share of the cores, or one after the other with the
-    threads torch may use (the thread rule gives these small steps one thread either way)."""
-    import os
-
-    args = ["--multirun", "model=dot,euclid", "trainer.max_epochs=2", "trainer.deterministic=true", QUIET]
-    parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
-    parallel.mkdir(), sequential.mkdir()
-    every_core = {"OMP_NUM_THREADS": str(len(os.sched_getaffinity(0)))}
-    # the default launcher: joblib's workers, one job per core, its share of threads
-    proc = run_process(parallel, "attnexp", *args, env=every_core)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run_cli(sequential, *args, "hydra/launcher=basic")  # one after the other, in this process
-    for job in ("model=dot", "model=euclid"):
-        a, b = (read_metrics(sweep_dir(root) / job) for root in (parallel, sequential))
-        assert a["status"] == b["status"] == "ok"
-        assert {k: a[k] for k in ("train/loss", "val/loss", "test/acc")} == {
-            k: b[k] for k in ("train/loss", "val/loss", "test/acc")
-        }
-    assert (sweep_dir(parallel) / "summary.csv").exists()
 
 
 def test_submitit_leaves_no_stray_folder(tmp_path):
