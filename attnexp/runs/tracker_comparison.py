@@ -9,9 +9,9 @@ import logging
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from attnexp.runs.trackers import mlflow_view
+from attnexp.runs.trackers import mlflow_view, run_name, tags, wandb_exit_code, wandb_tags
 
 log = logging.getLogger("attnexp")
 
@@ -20,18 +20,20 @@ def compared(result: Any, written: Iterable[Path], where: Path) -> list[str]:
     """A comparison in the trackers its runs are in: per MLflow experiment one parent run (named by ``where``, the
     sweep or comparison folder; found again for the same runs, so a comparison made twice adds no run) holding the
     summary tables and figures, each configuration's verdicts as tags of its runs; per W&B project a run of the
-    sweep's group holding the tables, figures and verdicts. The tracker views, said once."""
+    sweep's group holding the tables, figures and a verdicts table, the verdicts as tags of its runs too. The tracker
+    views, said once."""
     rows = [(row, run) for row in result.rows for run in row.runs]
     said = []
     mlflow_runs: dict[tuple[str, str], list[tuple[Any, str]]] = {}
-    wandb_runs: dict[tuple[str, str, bool], list[tuple[Any, Mapping[str, Any]]]] = {}
+    wandb_runs: dict[tuple[str, str, bool], list[tuple[Any, Mapping[str, Any], Any]]] = {}
     for row, run in rows:
         for found in (run.metrics.get("trackers") or {}).values():
             if found.get("kind") == "mlflow":
                 key = (found["tracking_uri"], found["experiment_id"])
                 mlflow_runs.setdefault(key, []).append((row, found["run_id"]))
             elif found.get("kind") == "wandb":
-                wandb_runs.setdefault((found["project"], found["save_dir"], found["offline"]), []).append((row, found))
+                place = (found["project"], found["save_dir"], found["offline"])
+                wandb_runs.setdefault(place, []).append((row, found, run))
     files = [Path(p) for p in written if Path(p).is_file()]
     for (uri, experiment), members in mlflow_runs.items():
         try:
@@ -74,12 +76,13 @@ def mlflow_comparison(uri: str, experiment: str, members: list[tuple[Any, str]],
 
 
 def wandb_comparison(
-    project: str, save_dir: str, offline: bool, found: list[tuple[Any, Any]], files: list[Path], where: Path
+    project: str, save_dir: str, offline: bool, found: list[tuple[Any, Any, Any]], files: list[Path], where: Path
 ) -> str:
     import wandb
 
-    group = next((f.get("group") for _, f in found if f.get("group")), None) or str(where)
-    same = hashlib.sha256(" ".join(sorted(str(f.get("id")) for _, f in found)).encode()).hexdigest()[:16]
+    group = next((f.get("group") for _, f, _ in found if f.get("group")), None) or str(where)
+    same = hashlib.sha256(" ".join(sorted(str(f.get("id")) for _, f, _ in found)).encode()).hexdigest()[:16]
+    mode: Literal["offline"] | None = "offline" if offline else None
     run = wandb.init(
         id=f"comparison-{same}",  # the same runs compared again continue this run
         resume="allow",
@@ -88,11 +91,11 @@ def wandb_comparison(
         group=group,
         job_type="comparison",
         name=f"comparison {where}",
-        mode="offline" if offline else None,
+        mode=mode,
         reinit="create_new",
     )
     try:
-        verdicts = [[f.get("id"), row.config, m, v] for row, f in found for m, v in verdict_tags(row).items()]
+        verdicts = [[f.get("id"), row.config, m, v] for row, f, _ in found for m, v in verdict_tags(row).items()]
         run.log({"verdicts": wandb.Table(columns=["run", "configuration", "tag", "value"], data=verdicts)})
         for file in files:
             if file.suffix == ".png":
@@ -101,5 +104,28 @@ def wandb_comparison(
         run.summary["attnexp/folder"] = str(where)
     finally:
         run.finish()
+    for row, f, member in found:
+        wandb_verdicts(row, f, member, project, save_dir, mode)
     runs = Path(run.dir).parent.parent  # every offline run of the project's folder, the sweep's among them
     return f"wandb sync {shlex.quote(str(runs))}/offline-run-*" if offline else f"W&B group {group}"
+
+
+def wandb_verdicts(row: Any, found: Mapping[str, Any], member: Any, project: str, save_dir: str, mode: Any) -> None:
+    """A W&B run's tags with its configuration's verdicts: the run continued (its id, ``resume="allow"``) for its
+    tags alone. An offline run continued so is one more folder of the same run, which ``wandb sync`` uploads after
+    the first; its tags are the whole set, as a continued offline run does not know the ones it had."""
+    import wandb
+
+    fields = {**member.metrics, "folder": member.folder}
+    run = wandb.init(
+        id=found["id"],
+        resume="allow",
+        project=project,
+        dir=save_dir,
+        group=found.get("group") or None,
+        name=found.get("name") or run_name(member.folder.resolve()),  # a sweep's job folder links to the run's
+        tags=wandb_tags({**tags(fields), **verdict_tags(row)}),
+        mode=mode,
+        reinit="create_new",
+    )
+    run.finish(exit_code=wandb_exit_code(member.metrics.get("status")))

@@ -103,6 +103,7 @@ def build(cfg: DictConfig, record: Any) -> list[Any]:
             run.config.update(params(fields), allow_val_change=True)
             known[name] = {"kind": "wandb", "id": run.id, "project": run.project, "dir": str(Path(run.dir).parent)}
             known[name] |= {"offline": bool(run.offline), "save_dir": str(logger.save_dir), "group": run.group or ""}
+            known[name]["name"] = run.name
         else:
             logger = instantiate(node)
             kind = type(logger).__name__.removesuffix("Logger").lower()  # tensorboard, csv, or the class's own
@@ -119,11 +120,21 @@ def wandb_arguments(node: DictConfig, record: Any, before: Mapping[str, Any]) ->
 
     fields, hydra = {**record.fields, "folder": record.folder}, HydraConfig.get() if HydraConfig.initialized() else None
     group = node.get("group") or (str(hydra.sweep.dir) if hydra and hydra.mode == RunMode.MULTIRUN else None)
-    shown = [f"{k.removeprefix('attnexp.')}:{v}"[:64] for k, v in tags(fields).items() if k != "attnexp.folder"]
     found = {"name": node.get("name") or run_name(record.folder), "id": before.get("id") or uuid.uuid4().hex[:12]}
-    found |= {"resume": "allow", "tags": shown, "reinit": "create_new"}
+    found |= {"resume": "allow", "tags": wandb_tags(tags(fields)), "reinit": "create_new"}
     found |= {"offline": wandb_offline() if node.get("offline") is None else bool(node.offline)}
     return found | ({"group": group} if group else {})
+
+
+def wandb_tags(found: Mapping[str, str]) -> list[str]:
+    """Tags as W&B takes them: ``key:value`` strings of at most 64 characters (``identity:e7cf4903...``,
+    ``verdict/test/acc:better``); the folder aside, as it is the run's name."""
+    return [f"{k.removeprefix('attnexp.')}:{v}"[:64] for k, v in found.items() if k != "attnexp.folder"]
+
+
+def wandb_exit_code(status: Any) -> int:
+    """The exit code a W&B run ends with: 130 for Ctrl-C or SIGTERM, 1 for another stop, 0 for a run that ended."""
+    return 130 if status in KILLED else 1 if status in metrics_file.STOPPED else 0
 
 
 def absolute(uri: str | None) -> str | None:
@@ -161,10 +172,10 @@ def ended(loggers: Iterable[Any], record: Any) -> None:
             elif type(logger).__name__ == "WandbLogger":
                 run = logger.experiment
                 run.summary.update({k.replace("attnexp.", "attnexp/"): v for k, v in tags(fields).items()})
+                run.tags = wandb_tags(tags(fields))  # the status it ended with, not the one it started with
                 for file in [*files, *sources.values()]:
                     run.save(str(file), base_path=str(file.parent), policy="now")
-                status = record.fields.get("status")
-                run.finish(exit_code=130 if status in KILLED else 1 if status in metrics_file.STOPPED else 0)
+                run.finish(exit_code=wandb_exit_code(record.fields.get("status")))
         except Exception as err:  # a tracker that fails at the end loses no file of the run: said, and the run ends
             log.warning(f"{type(logger).__name__} could not record the end of the run: {type(err).__name__}: {err}")
 

@@ -182,16 +182,14 @@ def test_hydra_values_anywhere_are_resolved_or_refused_in_a_paragraph(cli):
     )
 
 
-def test_a_wandb_sweep_offline_holds_the_records_and_the_comparison(cli, tmp_path):
-    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install 'attnexp[wandb]'")
-    env = {"WANDB_SILENT": "true", "HOME": str(tmp_path / "home")}  # no netrc there: not logged in, so offline
-    root, proc = cli("--multirun", "model=dot,euclid", "logger=wandb", "hydra/launcher=basic", *SMOKE, env=env)
-    folders = {f"{r.parent.name}/{r.name}": read_metrics(r) for r in run_dirs(root / "outputs" / "runs")}
-    (sweep,) = (root / "outputs" / "multirun").glob("*/*")
-    found = {}
-    for path in (root / "outputs" / "wandb").glob("offline-run-*/run-*.wandb"):
+def wandb_runs(folder: Path) -> dict[str, list[tuple]]:
+    """W&B's offline runs under ``folder`` by run id, each as its pieces in the order ``wandb sync`` uploads them (a
+    run continued offline is one more folder): the run record as it last stands, the summary and history, the
+    config, the files and the exit code of each."""
+    pieces: dict[str, list[tuple]] = {}
+    for path in sorted(folder.glob("offline-run-*/run-*.wandb")):
         records = list(wandb_records(path))
-        (run,) = [r.run for r in records if r.HasField("run")]
+        run = [r.run for r in records if r.HasField("run")][-1]
         summary = {
             u.key or "/".join(u.nested_key): json.loads(u.value_json)
             for r in records
@@ -203,22 +201,44 @@ def test_a_wandb_sweep_offline_holds_the_records_and_the_comparison(cli, tmp_pat
         config = {u.key: json.loads(u.value_json) for r in records if r.HasField("config") for u in r.config.update}
         files = {f.path for r in records if r.HasField("files") for f in r.files.files}
         (exit_code,) = [r.exit.exit_code for r in records if r.HasField("exit")]
-        found[run.display_name] = (run, summary | history, config, files, exit_code)
-    assert set(found) == {*folders, f"comparison {sweep.relative_to(root)}"}  # two runs, the sweep's comparison
+        pieces.setdefault(run.run_id, []).append((run, summary | history, config, files, exit_code))
+    return pieces
+
+
+def test_a_wandb_sweep_offline_holds_the_records_and_the_comparison(cli, tmp_path):
+    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install 'attnexp[wandb]'")
+    env = {"WANDB_SILENT": "true", "HOME": str(tmp_path / "home")}  # no netrc there: not logged in, so offline
+    root, proc = cli("--multirun", "model=dot,euclid", "logger=wandb", "hydra/launcher=basic", *SMOKE, env=env)
+    folders = {f"{r.parent.name}/{r.name}": read_metrics(r) for r in run_dirs(root / "outputs" / "runs")}
+    (sweep,) = (root / "outputs" / "multirun").glob("*/*")
+    group, summary_md = str(sweep.relative_to(root)), (sweep / "summary.md").read_text()
+    pieces = wandb_runs(root / "outputs" / "wandb")
+    (comparison_id,) = set(pieces) - {record["trackers"]["wandb"]["id"] for record in folders.values()}
+    assert len(pieces) == 3  # two runs, the sweep's comparison
     for name, record in folders.items():
-        run, summary, config, files, exit_code = found[name]
-        assert run.run_id == record["trackers"]["wandb"]["id"] and run.run_group == str(sweep.relative_to(root))
+        (run, summary, config, files, exit_code), verdicts = pieces[record["trackers"]["wandb"]["id"]]
+        assert run.display_name == name and run.run_group == group and exit_code == 0
         assert (
             summary["attnexp/identity"] == record["identity"] and summary["attnexp/status"] == "ok" == record["status"]
         )
-        assert summary["test/acc"] == pytest.approx(record["test/acc"]) and exit_code == 0
+        assert {f"identity:{record['identity']}", "status:ok", f"mixer:{record['mixer']}"} <= set(run.tags)
+        assert summary["test/acc"] == pytest.approx(record["test/acc"])
         assert config["choice/model"] == record["mixer"] and config["module.optimizer.lr"] == 0.003
         assert {"metrics.json", "train.log"} <= files and any(f.startswith("media/images/figures/") for f in files)
-    run, summary, _, files, _ = found[f"comparison {sweep.relative_to(root)}"]
-    assert run.run_group == str(sweep.relative_to(root)) and {"summary.md", "summary.csv", "runs.csv"} <= files
+        # the same run continued with its configuration's verdicts as tags, the tags it had beside them
+        run, _, _, _, exit_code = verdicts
+        assert run.display_name == name and run.run_group == group and exit_code == 0
+        shown = {t.split(":", 1)[0]: t.split(":", 1)[1] for t in run.tags}
+        assert shown["status"] == "ok" and shown["identity"] == record["identity"] and shown["seed"] == "0"
+        assert shown["configuration"] == f"model={record['mixer']}" and shown["baseline"] == "model=dot"
+        assert ("verdict/test/acc" in shown) == (record["mixer"] != "dot")
+        if record["mixer"] != "dot":
+            assert shown["verdict/test/acc"].split(" ")[0] in summary_md  # the verdict the summary gives
+    ((run, summary, _, files, _),) = pieces[comparison_id]
+    assert run.display_name == f"comparison {group}" and run.run_group == group
+    assert {"summary.md", "summary.csv", "runs.csv"} <= files
     assert any(f.startswith("media/table/verdicts") for f in files)
     assert re.search(r"Curves: wandb sync \S*outputs/wandb/offline-run-\*", proc.stdout), proc.stdout[-500:]
-    comparison_id = run.run_id
     cli("--multirun", "model=dot,euclid", "logger=wandb", "hydra/launcher=basic", "resume=true", *SMOKE, env=env)
-    again = sorted((root / "outputs" / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert len(again) == 4 and again[-1].stem == f"run-{comparison_id}"  # no job trained; the comparison continued
+    again = wandb_runs(root / "outputs" / "wandb")
+    assert set(again) == set(pieces) and len(again[comparison_id]) == 2  # no job trained; the comparison continued
