@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnexp.cli import hydra_warnings
 from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, identity, lock, provenance
 from attnexp.training import stop_request
@@ -86,11 +87,13 @@ def held(name: str, argv: list[str] | None = None) -> Iterator[Command]:
     RUNNING.append(command)
     try:
         with warnings.catch_warnings():
+            hydra_warnings.said_once()
             try:
                 yield command
             finally:
                 if warnings.showwarning is not saved.showwarning:  # logging.captureWarnings(True) during the command
                     logging.captureWarnings(False)
+                warnings.formatwarning = saved.formatwarning
     finally:
         RUNNING.remove(command)
         if command.workers:  # a fresh process starts its own, in this command's folder and environment
@@ -121,7 +124,7 @@ class Saved:
         for name in self.users:
             del sys.modules[name]
         self.modules = set(sys.modules)
-        self.showwarning = warnings.showwarning
+        self.showwarning, self.formatwarning = warnings.showwarning, warnings.formatwarning
         self.locks = lock.held()
         self.signals = signal_handlers()
         self.loggers = logger_states()
