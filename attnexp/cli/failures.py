@@ -28,6 +28,8 @@ from attnexp.runs import metrics_file, trackers
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 
+UNRECORDED = "There was no room for the run's record either: metrics.json says nothing of this start."
+
 
 def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
     """Explain and record how a run stopped; return its status. The record says it (the folder's record of another
@@ -47,6 +49,7 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         except OSError:  # a full disk with no room even for the record: it stays whole as it was, the console says it
             if not isinstance(err, DiskFull):
                 raise
+            err = DiskFull(f"{err} {UNRECORDED}")
         trackers.stopped(record)
     logs = log_file() if status == metrics_file.FAILED else None
     if report.is_multirun() and status == metrics_file.INTERRUPTED:

@@ -21,7 +21,7 @@ from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
 from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
-from attnexp.errors import EXIT_CODES
+from attnexp.errors import EXIT_CODES, is_disk_full
 from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, lock, metrics_file, trackers
 from attnexp.runs.record import RunRecord
@@ -107,6 +107,10 @@ def main(cfg: DictConfig) -> Any:
                 held.enter_context(lock.holding(folder))
             except lock.Busy as busy:
                 return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
+            except OSError as err:
+                if not is_disk_full(err):
+                    raise
+                return no_room(folder, multirun)
             kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))  # again, under the lock
             why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
             if kind == "finished" or why:
@@ -162,6 +166,22 @@ def refused(
         return float("nan")
     print(f"Bad input: {why}. {NOTHING}", file=sys.stderr)
     raise SystemExit(EXIT_CODES["bad_input"])
+
+
+def no_room(folder: Path, multirun: bool) -> Any:
+    """A start that found the disk full before its first record: said on the console (there is no room for a record
+    or train.log), the folder left with nothing of this start in it. A sweep goes on with its other jobs."""
+    console.detach_files(folder)
+    said = report.failure(metrics_file.FAILED, f"{failures.disk_full(folder)} {failures.UNRECORDED}", None)
+    for made in (folder / lock.FILE, folder / "train.log"):
+        if made.is_file() and made.stat().st_size == 0:
+            made.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # made by this start, and empty
+    log.error(said)
+    if multirun:
+        return float("nan")
+    raise SystemExit(EXIT_CODES[metrics_file.FAILED])
 
 
 def build_callback(node: DictConfig, record: RunRecord) -> Any:

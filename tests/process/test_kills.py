@@ -121,6 +121,40 @@ cp -r mnt/out copy
     assert f"Removed the run's damaged checkpoints: {', '.join(sorted(damaged))}." in resumed.stderr
 
 
+def test_a_disk_full_before_the_first_record_says_so_cleanly_and_leaves_nothing_of_the_start(tmp_path):
+    """A disk with no room at all when the run starts (its lock and record cannot be written): one paragraph naming
+    the folder and that no record could be written, exit status 1, no traceback, and nothing of this start left (no
+    empty lock file, train.log or folder); the same command runs once there is room."""
+    import shutil
+    import subprocess
+
+    from helpers import command, read_metrics, run_cli, run_dirs
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare: a tmpfs needs a mount namespace")
+    args = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "callbacks.progress_bar.refresh_rate=0"]
+    attnexp = " ".join(command("attnexp", *args, "paths.log_dir=mnt/out"))
+    script = f"""
+mkdir -p mnt && mount -t tmpfs -o size=64k tmpfs mnt || exit 77
+dd if=/dev/zero of=mnt/fill bs=1k count=1000 2>/dev/null
+{attnexp} > out.txt 2> err.txt; echo $? > code
+rm mnt/fill && cp -r mnt/out copy
+"""
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    if done.returncode == 77:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    said = (tmp_path / "err.txt").read_text()
+    assert (tmp_path / "code").read_text().strip() == "1", said
+    assert "Traceback" not in said and "Error executing job" not in said, said
+    paragraph = next(line for line in said.splitlines() if line.startswith("Run failed"))
+    assert "No space left on the disk of mnt/out/runs/" in paragraph, paragraph
+    assert "no room for the run's record either" in paragraph and "run the same command again" in paragraph
+    assert not [p for p in (tmp_path / "copy").rglob("*") if p.is_file()], sorted((tmp_path / "copy").rglob("*"))
+    run_cli(tmp_path, *args, "paths.log_dir=copy")  # room now: the same command runs
+    (run,) = run_dirs(tmp_path / "copy")
+    assert read_metrics(run)["status"] == "ok"
+
+
 def test_resume_continues_from_a_checkpoint_folder_of_ones_own(tmp_path):
     """``callbacks.checkpoint.dirpath`` elsewhere (it cannot change a number, so it is the same run): killed after its
     first epoch, resume=true continues from the last checkpoint there, with the uninterrupted run's numbers."""
