@@ -42,7 +42,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from hydra.utils import instantiate
 
     from attnexp.cli.hardware import plain_cuda_check_without_driver
-    from attnexp.training.callbacks.checkpoints import checkpoint_to_train_from
+    from attnexp.training.callbacks.checkpoints import checkpoint_to_train_from, intact_checkpoints
     from attnexp.training.callbacks.interrupt import DeferredInterrupt
     from attnexp.training.callbacks.record import RecordKeeper
     from attnexp.training.threads import ThreadRule
@@ -60,6 +60,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     last = folders.checkpoints_of(record.folder, record.fields) / "last.ckpt"
+    if record.resumed and not last.exists():  # removed, cut short by a full disk: the newest intact one instead
+        last = next(iter(intact_checkpoints(last.parent, besides=last)), last)
     ckpt_path = str(last) if record.resumed and last.exists() else cfg.get("ckpt_path")
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed=record.resumed)
@@ -134,6 +136,8 @@ def trained(cfg: DictConfig, folder: Path, kind: str, found: dict[str, Any]) -> 
         if cfg.get("resume") and not record.resumed:
             log.info(report.nothing_to_resume(folder, record.fields["code"]))
     try:
+        if ranks.is_global_zero() and not metrics_file.path(folder).exists():  # the record's first blocks before
+            record.write(status=metrics_file.RUNNING)  # anything else: a full disk later writes the failure over them
         metrics = train(cfg, record)
         for line in report.result_line(folder) if multirun else report.run_report(folder):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
