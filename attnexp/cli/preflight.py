@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import build, console, hardware, hydra_warnings, loggers, targets, typos, values
+from attnexp.cli import build, console, flags, hardware, hydra_warnings, loggers, targets, typos, values
 from attnexp.cli.folder_checks import check_folders
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
@@ -82,7 +82,7 @@ def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") ->
     """The config of every job of the command line, composed once each; none where Hydra alone reads it."""
     from hydra import initialize_config_dir
 
-    typos.check_flags(args)
+    flags.check_flags(args)
     typos.check_words(args)
     parsed = typos.check_syntax(args)
     if {a.split("=", 1)[0] for a in args if a.startswith("-")} & typos.NOT_COMPOSED:
