@@ -88,7 +88,7 @@ def held(name: str, argv: list[str] | None = None) -> Iterator[Command]:
     try:
         threading.excepthook = console.quiet_on_full_disk(saved.excepthook)
         with warnings.catch_warnings():
-            hydra_warnings.said_once()
+            hydra_warnings.in_a_paragraph()
             try:
                 yield command
             finally:

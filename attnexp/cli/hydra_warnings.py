@@ -1,7 +1,7 @@
 """Hydra's warnings in attnexp's words, by the standard library's filters: while the pre-flight stage composes a
 command's config each one is an error (the config as written is one Hydra reads otherwise than it looks, or in part
 not at all: a search path it skips, a defaults list it completes), refused in one paragraph; any Hydra gives later is
-said once, as one paragraph, with neither its source line nor a repeat at the run's own composition."""
+said as one paragraph without its source line, once for each place in Hydra's code that gives it."""
 
 from __future__ import annotations
 
@@ -47,11 +47,12 @@ def refusal(warned: Warning) -> str:
     )
 
 
-def said_once() -> None:
-    """From here to the end of the caller's ``warnings.catch_warnings()`` block: each of Hydra's warnings shown once,
-    as ``Hydra warns: <one paragraph>``, through whichever way warnings are shown (stderr, or the run's log once
-    ``logging.captureWarnings`` takes them); ``warnings.formatwarning`` is the caller's to put back."""
-    warnings.filterwarnings("once", module=HYDRA)
+def in_a_paragraph() -> None:
+    """From here to the end of the caller's ``warnings.catch_warnings()`` block: each of Hydra's warnings shown as
+    ``Hydra warns: <one paragraph>`` (once per place that gives it, Python's default), through whichever way warnings
+    are shown (stderr, or the run's log once ``logging.captureWarnings`` takes them); ``warnings.formatwarning`` is
+    the caller's to put back."""
+    warnings.filterwarnings("default", module=HYDRA)  # once per place in Hydra's code
     shown = warnings.formatwarning
 
     def formatwarning(message: Any, category: Any, filename: str, lineno: int, line: str | None = None) -> str:
