@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnexp.cli import console, hydra_warnings
 from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, identity, lock, provenance
 from attnexp.training import stop_request
@@ -85,12 +86,15 @@ def held(name: str, argv: list[str] | None = None) -> Iterator[Command]:
     linecache.clearcache()  # and an edited one is quoted as it is now
     RUNNING.append(command)
     try:
+        threading.excepthook = console.quiet_on_full_disk(saved.excepthook)
         with warnings.catch_warnings():
+            hydra_warnings.in_a_paragraph()
             try:
                 yield command
             finally:
                 if warnings.showwarning is not saved.showwarning:  # logging.captureWarnings(True) during the command
                     logging.captureWarnings(False)
+                warnings.formatwarning = saved.formatwarning
     finally:
         RUNNING.remove(command)
         if command.workers:  # a fresh process starts its own, in this command's folder and environment
@@ -121,7 +125,8 @@ class Saved:
         for name in self.users:
             del sys.modules[name]
         self.modules = set(sys.modules)
-        self.showwarning = warnings.showwarning
+        self.showwarning, self.formatwarning = warnings.showwarning, warnings.formatwarning
+        self.excepthook = threading.excepthook
         self.locks = lock.held()
         self.signals = signal_handlers()
         self.loggers = logger_states()
@@ -132,6 +137,7 @@ class Saved:
 
     def restore(self) -> None:
         os.chdir(self.cwd)
+        threading.excepthook = self.excepthook
         sys.argv[:], sys.path[:] = self.argv, self.path
         for name in users_modules().keys() - self.modules:
             del sys.modules[name]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs")
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
@@ -33,6 +35,42 @@ class ConsoleFormatter(logging.Formatter):
         if record.levelno >= logging.WARNING and not record.name.startswith("attnexp"):
             text = f"{record.levelname.capitalize()} ({record.name}): {text}"
         return text
+
+
+class RunLog(logging.FileHandler):
+    """The run's train.log, which stops at a full disk: no "Logging error" and traceback for each line that finds no
+    room, as logging prints them; the run's failure says the disk is full on the console."""
+
+    full = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.full:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        from attnexp.errors import is_disk_full
+
+        error = sys.exc_info()[1]
+        if error is None or not is_disk_full(error):
+            super().handleError(record)
+            return
+        self.full, stream = True, self.stream
+        self.stream = None
+        with contextlib.suppress(OSError):
+            if stream is not None:
+                stream.close()  # the file is closed, what it could not write dropped
+
+
+def quiet_on_full_disk(hook: Any) -> Any:
+    """A ``threading.excepthook`` that prints nothing for a thread's write that found the disk full (TensorBoard's
+    event writer), which the command's failure says, and hands any other to ``hook``."""
+    from attnexp.errors import is_disk_full
+
+    def excepthook(args: Any) -> None:
+        if args.exc_value is None or not is_disk_full(args.exc_value):
+            hook(args)
+
+    return excepthook
 
 
 @contextlib.contextmanager

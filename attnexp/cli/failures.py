@@ -28,6 +28,8 @@ from attnexp.runs import metrics_file, trackers
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 
+UNRECORDED = "There was no room for the run's record either: metrics.json says nothing of this start."
+
 
 def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
     """Explain and record how a run stopped; return its status. The record says it (the folder's record of another
@@ -47,6 +49,7 @@ def stopped(cfg: DictConfig, err: BaseException, record: RunRecord) -> str:
         except OSError:  # a full disk with no room even for the record: it stays whole as it was, the console says it
             if not isinstance(err, DiskFull):
                 raise
+            err = DiskFull(f"{err} {UNRECORDED}")
         trackers.stopped(record)
     logs = log_file() if status == metrics_file.FAILED else None
     if report.is_multirun() and status == metrics_file.INTERRUPTED:
@@ -138,8 +141,8 @@ def first_nonfinite(cfg: DictConfig) -> Any:
 
 def disk_full(folder: Path) -> DiskFull:
     """The paragraph for a run that found no space to write: where, how much is free, what a checkpoint needs, the
-    checkpoints cut short by it (named: a resumed run passes over them to the newest intact one, and removes them) and
-    the way on: resume=true from the newest intact checkpoint, or, with none, the same command again."""
+    checkpoints cut short by it (removed, and named) and the way on: resume=true from the newest intact checkpoint,
+    or, with none, the same command again."""
     from attnexp.training.callbacks.checkpoints import DamagedCheckpoint, read_checkpoint
 
     where = checkpoints_of(folder, metrics_file.read(folder))
@@ -150,6 +153,8 @@ def disk_full(folder: Path) -> DiskFull:
             read_checkpoint(path)
         except DamagedCheckpoint:
             damaged.append(path)
+    for path in damaged:  # they continue nothing, and take room
+        path.unlink(missing_ok=True)
     intact = [p for p in checkpoints if p not in damaged]
     free = shutil.disk_usage(folder).free
     size = max((p.stat().st_size for p in intact), default=0)
@@ -158,7 +163,7 @@ def disk_full(folder: Path) -> DiskFull:
         if size
         else ""
     )
-    cut = f" Cut short by it, damaged: {', '.join(p.name for p in damaged)}." if damaged else ""
+    cut = f" Removed the checkpoints it cut short: {', '.join(p.name for p in damaged)}." if damaged else ""
     then = (
         "run the same command with resume=true: it continues from the newest intact checkpoint"
         if intact

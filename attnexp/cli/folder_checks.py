@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from attnexp.cli.loggers import as_in_the_job
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError
+from attnexp.runs.metrics_file import DamagedRecord
 
 
 def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictConfig], Any]) -> None:
@@ -25,14 +26,18 @@ def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictCon
     if sweep:
         check_writable(jobs[0].hydra.sweep.dir, "hydra.sweep.dir")
     found: dict[str, list[str]] = {}
-    problems = []
+    problems, damaged = [], []
     for cfg in jobs:
         folder = run_folder(_root_=cfg)
         as_in_the_job(cfg, folder)  # its ${hydra:runtime.output_dir}: its own folder, as in the job
         check_writable(folder)
         found.setdefault(folder, []).append(" ".join(cfg.hydra.overrides.task) or "the defaults")
         checkpoints = checkpoint_dir(cfg, folder)
-        kind, record = state(folder, checkpoints)
+        try:
+            kind, record = state(folder, checkpoints)
+        except DamagedRecord as err:  # every such job named, with its way out; the others checked on
+            damaged.append((job_name(cfg, jobs), str(err).rstrip(".")))
+            continue
         refused = refusal(folder, kind, record, bool(cfg.resume))
         if not refused and cfg.resume and kind in ("orphaned", "unfinished"):
             refused = foreign_checkpoint(folder, checkpoints / "last.ckpt", net_of(cfg))
@@ -45,8 +50,26 @@ def check_folders(jobs: list[DictConfig], sweep: bool, net_of: Callable[[DictCon
             f"These jobs would run the same settings, code, data and seed into one folder: "
             f"{'; '.join(shared)} (a value listed twice, or two spellings of one: list each once)",
         )
+    if damaged and sweep:
+        names = [name for name, _ in damaged]
+        others = [job_name(cfg, jobs) for cfg in jobs if job_name(cfg, jobs) not in names]
+        whole = f" ({', '.join(others)} {'is' if len(others) == 1 else 'are'} whole)" if others else ""
+        problems.append(
+            "; ".join(f"The sweep's job {name}: {why}" for name, why in damaged)
+            + f". Then start the sweep again, or run its other jobs now by leaving {' and '.join(names)} out of the "
+            f"swept values{whole}: a sweep starts whole or not at all, so that its comparison holds every job it lists"
+        )
+    elif damaged:
+        problems.append(damaged[0][1])
     if problems:
         raise AttnexpError("; ".join(problems) + ". " + NOTHING)
+
+
+def job_name(cfg: DictConfig, jobs: list[DictConfig]) -> str:
+    """A sweep's job as its overrides that vary between the jobs (``seed=1``), else all of them."""
+    mine = list(cfg.hydra.overrides.task)
+    varying = [o for o in mine if any(o not in list(other.hydra.overrides.task) for other in jobs)]
+    return " ".join(varying or mine) or "the defaults"
 
 
 def foreign_checkpoint(folder: str, last: Path, net: Any) -> str | None:

@@ -15,10 +15,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnexp.cli import build, console, hardware, loggers, targets, typos, values
+from attnexp.cli import build, console, flags, hardware, hydra_warnings, loggers, targets, typos, values
 from attnexp.cli.folder_checks import check_folders
 from attnexp.cli.typos import NOTHING
 from attnexp.errors import AttnexpError, root_cause
+from attnexp.runs import data as data_of_run
 
 NOT_RUN = {"-c", "--cfg", "-i", "--info", "-p", "--package"}  # flags that print instead of running
 
@@ -39,6 +40,7 @@ def check(args: Sequence[str], config_dir: str, config_name: str = "train", fold
         targets.check_targets(cfg, list(cfg.hydra.searchpath), list(cfg.hydra.overrides.task))
         nets[key] = check_build(cfg)
     for cfg in {str(OmegaConf.to_container(c.trainer, resolve=False)): c for c in jobs}.values():
+        values.check_trainer_switches(cfg)
         check_trainer(cfg)
         hardware.check_devices(cfg)
     loggers.check_loggers(jobs)
@@ -80,12 +82,13 @@ def jobs_of(args: Sequence[str], config_dir: str, config_name: str = "train") ->
     """The config of every job of the command line, composed once each; none where Hydra alone reads it."""
     from hydra import initialize_config_dir
 
+    flags.check_flags(args)
     typos.check_words(args)
     parsed = typos.check_syntax(args)
     if {a.split("=", 1)[0] for a in args if a.startswith("-")} & typos.NOT_COMPOSED:
         return []
     values.check_search_path(parsed)
-    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+    with hydra_warnings.refused(), initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         jobs = compose_jobs(args, parsed, config_name)
         values.check_switches(jobs, lambda job: composed(config_name, job))
         return jobs
@@ -144,6 +147,8 @@ def composed(config_name: str, job: list[str], sweep: bool = False) -> DictConfi
 
     try:
         return compose(config_name, overrides=job, return_hydra_config=True)
+    except Warning:  # one of Hydra's, an error while composing (:func:`hydra_warnings.refused`)
+        raise
     except Exception as err:
         told = typos.explain(err, job, config_name)
         if sweep:
@@ -196,6 +201,7 @@ def check_build(cfg: DictConfig) -> Any:
         raise AttnexpError(typos.misspelt_option(cfg, err) or f"{type(err).__name__}: {err}. {NOTHING}") from None
     if net is not None:
         values.check_monitors(cfg, net.num_classes)
+        values.check_validation_interval(cfg, data_of_run.checked(cfg))
     if cfg.get("ckpt_path") and net is not None:
         from attnexp.training.callbacks.checkpoints import check_checkpoint
 
@@ -232,7 +238,8 @@ def trainer_refused(cfg: DictConfig, err: BaseException) -> str:
     """The paragraph for a Trainer argument Lightning refuses: the overrides that set it, and Lightning's reason."""
     text = " ".join(str(err).split()).rstrip(".")
     given = [o for o in cfg.hydra.overrides.task if typos.keyed(o).split(".")[0] == "trainer"]
-    named = [o for o in given if typos.keyed(o).rpartition(".")[2].lower() in text.lower()] or given
+    named = [o for o in given if typos.keyed(o).rpartition(".")[2].lower() in text.lower()]
+    named = named or [o for o in given if f"'{o.partition('=')[2]}'" in text] or given  # Timer(duration='1:2')
     what = (
         f"{' '.join(named)} {'is' if len(named) == 1 else 'are'} not allowed"
         if named

@@ -21,7 +21,7 @@ from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
 from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
-from attnexp.errors import EXIT_CODES
+from attnexp.errors import EXIT_CODES, is_disk_full
 from attnexp.runs import data as data_of_run
 from attnexp.runs import folders, lock, metrics_file, trackers
 from attnexp.runs.record import RunRecord
@@ -42,7 +42,7 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     from hydra.utils import instantiate
 
     from attnexp.cli.hardware import plain_cuda_check_without_driver
-    from attnexp.training.callbacks.checkpoints import checkpoint_to_train_from
+    from attnexp.training.callbacks.checkpoints import checkpoint_to_train_from, intact_checkpoints
     from attnexp.training.callbacks.interrupt import DeferredInterrupt
     from attnexp.training.callbacks.record import RecordKeeper
     from attnexp.training.threads import ThreadRule
@@ -60,6 +60,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     net = build_net(cfg.net, datamodule.spec)
     module: pl.LightningModule = instantiate(cfg.module, net=net, task=instantiate(cfg.task))
     last = folders.checkpoints_of(record.folder, record.fields) / "last.ckpt"
+    if record.resumed and not last.exists():  # removed, cut short by a full disk: the newest intact one instead
+        last = next(iter(intact_checkpoints(last.parent, besides=last)), last)
     ckpt_path = str(last) if record.resumed and last.exists() else cfg.get("ckpt_path")
     if ckpt_path:
         ckpt_path = checkpoint_to_train_from(ckpt_path, module, resumed=record.resumed)
@@ -107,6 +109,10 @@ def main(cfg: DictConfig) -> Any:
                 held.enter_context(lock.holding(folder))
             except lock.Busy as busy:
                 return refused(folder, f"{busy} (wait for it to end, or stop it)", multirun)
+            except OSError as err:
+                if not is_disk_full(err):
+                    raise
+                return no_room(folder, multirun)
             kind, found = folders.state(folder, folders.checkpoint_dir(cfg, folder))  # again, under the lock
             why = folders.refusal(folder, kind, found, bool(cfg.get("resume")))
             if kind == "finished" or why:
@@ -130,6 +136,8 @@ def trained(cfg: DictConfig, folder: Path, kind: str, found: dict[str, Any]) -> 
         if cfg.get("resume") and not record.resumed:
             log.info(report.nothing_to_resume(folder, record.fields["code"]))
     try:
+        if ranks.is_global_zero() and not metrics_file.path(folder).exists():  # the record's first blocks before
+            record.write(status=metrics_file.RUNNING)  # anything else: a full disk later writes the failure over them
         metrics = train(cfg, record)
         for line in report.result_line(folder) if multirun else report.run_report(folder):
             log.log(logging.WARNING if line.startswith(report.WARNED) else logging.INFO, line)
@@ -162,6 +170,22 @@ def refused(
         return float("nan")
     print(f"Bad input: {why}. {NOTHING}", file=sys.stderr)
     raise SystemExit(EXIT_CODES["bad_input"])
+
+
+def no_room(folder: Path, multirun: bool) -> Any:
+    """A start that found the disk full before its first record: said on the console (there is no room for a record
+    or train.log), the folder left with nothing of this start in it. A sweep goes on with its other jobs."""
+    console.detach_files(folder)
+    said = report.failure(metrics_file.FAILED, f"{failures.disk_full(folder)} {failures.UNRECORDED}", None)
+    for made in (folder / lock.FILE, folder / "train.log"):
+        if made.is_file() and made.stat().st_size == 0:
+            made.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # made by this start, and empty
+    log.error(said)
+    if multirun:
+        return float("nan")
+    raise SystemExit(EXIT_CODES[metrics_file.FAILED])
 
 
 def build_callback(node: DictConfig, record: RunRecord) -> Any:

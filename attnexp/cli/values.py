@@ -40,6 +40,15 @@ RANGES = {  # keys no constructor of ours owns (their types: attnexp.cli.schema)
         "a positive integer (training batches between validations) or a fraction of an epoch in (0, 1]",
         "0.5",
     ),
+    "trainer.min_epochs": Rule(
+        int, lambda v: 0 <= v <= COUNT, "an integer >= 0 (epochs trained at least), or null", "1"
+    ),
+    "trainer.min_steps": Rule(
+        int, lambda v: 0 <= v <= COUNT, "an integer >= 0 (steps trained at least), or null", "100"
+    ),
+    "trainer.num_sanity_val_steps": Rule(
+        int, lambda v: v >= -1, "an integer >= -1 (validation batches run before training; 0: none, -1: all)", "2"
+    ),
     "trainer.log_every_n_steps": Rule(
         int, lambda v: v >= 0, "an integer >= 0 (optimizer steps between step-level curves; 0: none)", "50"
     ),
@@ -161,4 +170,74 @@ def check_monitors(cfg: DictConfig, num_classes: int) -> None:
             f"{key}={value} is not a metric the run logs at validation, so no checkpoint could be chosen by it: "
             f"{type(task).__name__} logs {', '.join(known)}. "
             f"{f'Did you mean {nearest[0]}? ' if nearest else ''}{NOTHING}"
+        )
+
+
+def check_trainer_switches(cfg: DictConfig) -> None:
+    """Each argument of the Trainer class whose type is a switch (``detect_anomaly: bool``; ``deterministic``: a bool
+    or ``"warn"``) gets one of its values: Lightning takes any other as it comes (a string as true) or fails on it
+    only once training starts, with the run's folder written."""
+    import typing
+
+    from hydra.utils import get_object
+
+    node = cfg.get("trainer") or {}
+    try:
+        hints = typing.get_type_hints(get_object(str(node.get("_target_"))).__init__)
+    except Exception:  # a Trainer class that cannot be loaded or read: its construction says why
+        return
+    for key in node:
+        words = switch_values(hints.get(str(key)))
+        value = OmegaConf.select(cfg, f"trainer.{key}", default=None, **UNRESOLVED)
+        if words is None or value is None or isinstance(value, bool) or value in words[2:]:
+            continue
+        given = next((o for o in cfg.hydra.overrides.task if typos.keyed(o) == f"trainer.{key}"), f"{key}={value}")
+        raise AttnexpError(
+            f"{given} is not allowed: trainer.{key} is a switch of the Trainer, {', '.join(words[:-1])} or "
+            f"{words[-1]}. Fix the override, e.g. trainer.{key}=false. {NOTHING}"
+        )
+
+
+def switch_values(hint: Any) -> list[Any] | None:
+    """The values a switch's type hint allows (true, false, then any literal words such as ``warn``); None for a
+    hint that is no switch."""
+    import types
+    import typing
+
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    words: list[Any] = []
+    for arg in args:
+        if typing.get_origin(arg) is typing.Literal:
+            words += [w for w in typing.get_args(arg) if isinstance(w, str)]
+        elif arg not in (bool, type(None)):
+            return None
+    return ["true", "false", *words] if bool in args else None
+
+
+def check_validation_interval(cfg: DictConfig, data: Any) -> None:
+    """``trainer.val_check_interval`` given in batches is at most the training batches of an epoch (of ``data``, as
+    trainer.limit_train_batches limits them), as Lightning requires once training starts: one that is more would
+    fail after the run's folder is written."""
+    trainer = cfg.trainer
+    interval, limit = trainer.get("val_check_interval"), trainer.get("limit_train_batches")
+    if not isinstance(interval, int) or isinstance(interval, bool) or trainer.get("check_val_every_n_epoch") is None:
+        return
+    if trainer.get("overfit_batches") or limit == 0 or data is None:
+        return
+    batches = len(data.train_dataloader())
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        batches = min(batches, limit)
+    elif isinstance(limit, float):
+        batches = int(batches * limit)
+    if interval > batches:
+        given = next(
+            (o for o in cfg.hydra.overrides.task if typos.keyed(o) == "trainer.val_check_interval"),
+            f"trainer.val_check_interval={interval}",
+        )
+        raise AttnexpError(
+            f"{given} is not allowed: an epoch has {batches} training batches here (data.batch_size="
+            f"{OmegaConf.select(cfg, 'data.batch_size', default='?')}, trainer.limit_train_batches={limit}), and "
+            f"validation every {interval} would never come within one. Give at most {batches}, a fraction of an epoch "
+            f"(trainer.val_check_interval=0.5), or trainer.check_val_every_n_epoch=null to count batches across "
+            f"epochs. {NOTHING}"
         )

@@ -52,9 +52,12 @@ def take(folder: str | Path) -> None:
     except BlockingIOError:
         file.close()
         raise Busy(folder, holder(folder)) from None
-    file.truncate(0)
-    file.write(f"{os.getpid()}\n")
-    file.flush()
+    try:  # unbuffered: a full disk fails here, and leaves nothing to flush at close
+        file.truncate(0)
+        os.write(file.fileno(), f"{os.getpid()}\n".encode())
+    except OSError:
+        file.close()
+        raise
     HELD[folder] = file
 
 

@@ -210,7 +210,60 @@ CASES = {
         2,
     ),
     "an override without a key": (["=3"], ["'=3' sets no key", "key=value"], 2),
-    "a flag Hydra does not have": (["--badflag"], ["unrecognized arguments: --badflag"], 2),
+    "a flag Hydra does not have": (["--badflag"], ["--badflag is not a flag of the command", "--multirun"], 2),
+    "a flag misspelt": (["--multirn", "seed=1"], ["--multirn is not a flag", "Did you mean --multirun?"], 2),
+    "a flag's value it does not take": (
+        ["--info", "bogus"],
+        ["The command line cannot be read", "invalid choice: 'bogus'", "--help lists the flags"],
+        2,
+    ),
+    # Hydra's warnings while composing: the config it would go on with is not the one written
+    "a search path Hydra skips": (
+        ["hydra.searchpath=[pkg://os]"],
+        ["Hydra warns about the configuration", "path=os is not available", "--info searchpath"],
+        2,
+    ),
+    # the Trainer's arguments: Lightning's construction refuses these, or they are checked before it
+    "sanity steps below -1": (
+        ["trainer.num_sanity_val_steps=-5"],
+        ["trainer.num_sanity_val_steps=-5 is not allowed", "an integer >= -1"],
+        2,
+    ),
+    "a negative minimum of epochs": (["+trainer.min_epochs=-3"], ["trainer.min_epochs=-3 is not allowed"], 2),
+    "a negative minimum of steps": (["+trainer.min_steps=-3"], ["trainer.min_steps=-3 is not allowed"], 2),
+    "a Trainer switch as a word": (
+        ["+trainer.detect_anomaly=maybe"],
+        ["+trainer.detect_anomaly=maybe is not allowed", "a switch of the Trainer, true or false"],
+        2,
+    ),
+    "determinism as a word": (
+        ["trainer.deterministic=sometimes"],
+        ["trainer.deterministic=sometimes is not allowed", "true, false or warn"],
+        2,
+    ),
+    "validation beyond the epoch": (
+        ["+trainer.val_check_interval=1000"],
+        ["+trainer.val_check_interval=1000 is not allowed", "an epoch has 20 training batches", "at most 20"],
+        2,
+    ),
+    "a malformed time budget": (
+        ["+trainer.max_time=1:2"],
+        ["+trainer.max_time=1:2 is not allowed", "DD:HH:MM:SS"],
+        2,
+    ),
+    "no logging interval": (["trainer.log_every_n_steps=0.5"], ["trainer.log_every_n_steps=0.5 is not allowed"], 2),
+    "no batches accumulated": (["trainer.accumulate_grad_batches=0"], ["accumulate_grad_batches=0 is not allowed"], 2),
+    "a negative clipping": (["trainer.gradient_clip_val=-1"], ["trainer.gradient_clip_val=-1.0 is not allowed"], 2),
+    "negative validation batches": (["trainer.limit_val_batches=-2"], ["limit_val_batches=-2 is not allowed"], 2),
+    "more than all batches to overfit": (["+trainer.overfit_batches=1.5"], ["overfit_batches=1.5 is not allowed"], 2),
+    "no devices": (["trainer.devices=0"], ["trainer.devices=0 is not allowed"], 2),
+    "an unknown accelerator": (["trainer.accelerator=bogus"], ["trainer.accelerator=bogus is not allowed"], 2),
+    "a negative reload interval": (
+        ["+trainer.reload_dataloaders_every_n_epochs=-1"],
+        ["reload_dataloaders_every_n_epochs=-1 is not allowed", "int >= 0"],
+        2,
+    ),
+    "an unknown profiler": (["+trainer.profiler=bogus"], ["trainer.profiler=bogus is not allowed", "simple"], 2),
     "a seed listed twice": (
         ["--multirun", "seed=0,0"],
         ["into one folder: seed=0", "into outputs/runs/dot_digits_", "list each once"],
@@ -237,6 +290,7 @@ def test_bad_input_is_explained(cli, case):
     assert max(map(len, output.split())) < 250  # a long value is shown by its start and end
     assert "GPU available" not in output  # Lightning's lines of a Trainer built to check its arguments
     assert "Warning" not in output  # a library's warnings are said in the paragraph, not printed raw
+    assert "usage: attnexp" not in output  # Hydra's parser's usage: a flag is said in the paragraph too
     assert str(root) not in output  # paths relative to the working folder
     assert not list(root.iterdir())  # nothing written: not even an empty outputs/
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import sys
+import warnings
 
 from helpers import FAST, read_metrics, run_dirs
 
@@ -53,3 +55,38 @@ def test_a_checkpoint_of_another_network_in_a_folder_without_record_is_refused_w
     shutil.rmtree(run)  # the way out, followed
     cli(*FAST)
     assert read_metrics(run)["status"] == "ok"
+
+
+def test_a_sweep_with_a_cut_short_record_names_the_job_and_its_way_out_and_runs_once_it_is_followed(cli):
+    """A sweep starts whole or not at all (its comparison holds every job it lists): the refusal names each job whose
+    record is damaged, the file and the way out, and the jobs that are whole."""
+    root, _ = cli("--multirun", "seed=0,1", "hydra/launcher=basic", *FAST)
+    damaged = next(run for run in run_dirs(root / "outputs/runs") if run.name == "seed=1")
+    record = damaged / "metrics.json"
+    record.write_text(record.read_text()[:100])
+    before = listing(root)
+    _, proc = cli("--multirun", "seed=0,1,2", "hydra/launcher=basic", *FAST, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    shown = damaged.relative_to(root).as_posix()
+    said = " ".join(proc.stderr.split())
+    assert f"The sweep's job seed=1: {shown}/metrics.json is damaged" in said, said
+    assert f"delete the run's folder (rm -r {shown})" in said and "leaving seed=1 out" in said, said
+    assert "(seed=0, seed=2 are whole)" in said and "Nothing was run or written." in said, said
+    assert "Traceback" not in proc.stderr and listing(root) == before  # nothing written
+    _, proc = cli("--multirun", "seed=0,2", "hydra/launcher=basic", *FAST)  # the way out, the other jobs now
+    assert read_metrics(damaged.parent / "seed=2")["status"] == "ok"
+
+
+def test_hydras_warnings_are_said_once_in_a_paragraph_not_printed_raw(cli, monkeypatch):
+    """A warning Hydra gives once the run is under way (here: ``--multirun`` over ``hydra.mode=RUN``) is said once,
+    in one paragraph, with neither its source line nor its category."""
+
+    def as_a_process_shows_it(message, category, filename, lineno, file=None, line=None):  # not pytest's record
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", as_a_process_shows_it)
+    _, proc = cli("--multirun", "hydra.mode=RUN", "seed=1", "hydra/launcher=basic", *FAST)
+    said = proc.stderr
+    line = "Hydra warns: Running Hydra app with --multirun, overriding with `hydra.mode=MULTIRUN`."
+    assert said.count(line) == 1, said[-3000:]
+    assert "UserWarning" not in said and "warnings.warn(" not in said and "hydra/_internal" not in said, said[-3000:]

@@ -114,11 +114,57 @@ cp -r mnt/out copy
     assert record["status"] == "failed" and record["error"].startswith("No space left on the disk of"), record
     paragraph = next(line for line in said.splitlines() if line.startswith("Run failed"))
     assert "MiB at least" in paragraph and "resume=true" in paragraph and "Traceback" not in said, said
-    damaged = [p.name for p in (run / "checkpoints").glob("*.ckpt") if p.name in paragraph]
-    assert damaged and not list(run.rglob("*.tmp")), (damaged, sorted(p.name for p in run.rglob("*")))
+    damaged = paragraph.split("Removed the checkpoints it cut short: ")[1].split(".ckpt.")[0].split(", ")
+    kept = sorted(p.name for p in (run / "checkpoints").glob("*.ckpt"))
+    assert kept and not {f"{name.removesuffix('.ckpt')}.ckpt" for name in damaged} & set(kept), (damaged, kept)
+    assert not list(run.rglob("*.tmp")), sorted(p.name for p in run.rglob("*"))
+    for ckpt in kept:  # no damaged checkpoint kept
+        torch.load(run / "checkpoints" / ckpt, map_location="cpu", weights_only=False)
     resumed = run_cli(tmp_path, *args, "callbacks.progress_bar.refresh_rate=0", "paths.log_dir=copy", "resume=true")
     assert "Resuming from" in resumed.stderr and read_metrics(run)["status"] == "ok", resumed.stderr[-2000:]
-    assert f"Removed the run's damaged checkpoints: {', '.join(sorted(damaged))}." in resumed.stderr
+
+
+@pytest.mark.parametrize("free_kib", [0, 32], ids=["no room at all", "room for the first record alone"])
+def test_a_disk_full_at_the_start_says_so_cleanly_in_the_record_or_on_the_console(tmp_path, free_kib):
+    """A disk that fills as the run starts: exit status 1 and one paragraph naming the folder, no traceback, no
+    damaged checkpoint and no temporary file. With room for the run's first record (written before anything else),
+    the record says the disk was full; with none, the paragraph says the record could not be written and nothing of
+    this start is left (no empty lock file, train.log or folder). The same command runs once there is room."""
+    import shutil
+    import subprocess
+
+    from helpers import command
+
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare: a tmpfs needs a mount namespace")
+    args = ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "callbacks.progress_bar.refresh_rate=0"]
+    attnexp = " ".join(command("attnexp", *args, "paths.log_dir=mnt/out"))
+    script = f"""
+mkdir -p mnt && mount -t tmpfs -o size={64 + free_kib}k tmpfs mnt || exit 77
+dd if=/dev/zero of=mnt/fill bs=1k count=1000 2>/dev/null; rm mnt/fill; dd if=/dev/zero of=mnt/fill bs=1k count=64
+{attnexp} > out.txt 2> err.txt; echo $? > code
+rm mnt/fill && cp -r mnt/out copy
+"""
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    if done.returncode == 77:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    said = (tmp_path / "err.txt").read_text()
+    assert (tmp_path / "code").read_text().strip() == "1", said
+    assert "Traceback" not in said and "Error executing job" not in said and "Logging error" not in said, said
+    paragraph = next(line for line in said.splitlines() if line.startswith("Run failed"))
+    assert "No space left on the disk of mnt/out/runs/" in paragraph and "run the same command again" in paragraph
+    files = [p for p in (tmp_path / "copy").rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix in (".tmp", ".ckpt")], files  # no damaged checkpoint, no temporary file
+    if free_kib:
+        (run,) = run_dirs(tmp_path / "copy")
+        record = read_metrics(run)
+        assert record["status"] == "failed" and record["error"].startswith("No space left on the disk of"), record
+    else:
+        assert "no room for the run's record either" in paragraph and not files, (paragraph, files)
+    shutil.rmtree(tmp_path / "copy")
+    run_cli(tmp_path, *args, "paths.log_dir=copy")  # room now: the same command runs
+    (run,) = run_dirs(tmp_path / "copy")
+    assert read_metrics(run)["status"] == "ok"
 
 
 def test_resume_continues_from_a_checkpoint_folder_of_ones_own(tmp_path):

@@ -135,5 +135,6 @@ def test_a_full_disk_with_no_intact_checkpoint_promises_none(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
     said = str(disk_full(tmp_path))
-    assert "Cut short by it, damaged: last.ckpt." in said
+    assert "Removed the checkpoints it cut short: last.ckpt." in said
+    assert not (tmp_path / "checkpoints" / "last.ckpt").exists()  # no damaged checkpoint kept
     assert "run the same command again: no checkpoint was whole yet" in said and "resume=true" not in said
