@@ -13,18 +13,22 @@ from typing import Any
 QUIET_IN_SWEEPS = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "attnexp.epochs")
 LIBRARIES = ("pytorch_lightning", "lightning_fabric", "lightning", "py.warnings", "torch")
 DEPRECATIONS = ("DeprecationWarning", "FutureWarning", "deprecated")
+# Lightning's hint, wherever SLURM is installed, to start Python under srun: attnexp's runs reach SLURM through its
+# launcher (docs/clusters.md), and a run on the login node is meant to run there
+NOT_FOR_ATTNEXP = ("The `srun` command is available on your system but is not used",)
 # Logs "Received SIGTERM" from inside its signal handler, where a log write that a signal interrupts is reentrant
 IN_SIGNAL_HANDLER = "pytorch_lightning.trainer.connectors.signal_connector"
 
 
 class ConsoleFilter(logging.Filter):
-    """On the console handler: the libraries' messages below WARNING and deprecation warnings stay in train.log."""
+    """On the console handler: the libraries' messages below WARNING, deprecation warnings and advice that does not
+    apply to attnexp's commands stay in train.log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(LIBRARIES):
             return True
         text = record.getMessage()
-        return record.levelno >= logging.WARNING and not any(d in text for d in DEPRECATIONS)
+        return record.levelno >= logging.WARNING and not any(d in text for d in (*DEPRECATIONS, *NOT_FOR_ATTNEXP))
 
 
 class ConsoleFormatter(logging.Formatter):

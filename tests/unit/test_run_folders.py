@@ -57,7 +57,7 @@ def test_what_a_run_folder_holds_decides_what_a_new_start_does(tmp_path):
 
 def test_a_damaged_record_is_named_not_a_traceback(tmp_path):
     (tmp_path / "metrics.json").write_text('{"status": "ok", "test/a')
-    with pytest.raises(metrics_file.DamagedRecord, match=rf"{tmp_path}/metrics.json is damaged"):
+    with pytest.raises(metrics_file.DamagedRecord, match=rf"{tmp_path.name}/metrics.json is damaged"):  # relative or not
         metrics_file.read(tmp_path)
 
 
