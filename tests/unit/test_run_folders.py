@@ -57,7 +57,8 @@ def test_what_a_run_folder_holds_decides_what_a_new_start_does(tmp_path):
 
 def test_a_damaged_record_is_named_not_a_traceback(tmp_path):
     (tmp_path / "metrics.json").write_text('{"status": "ok", "test/a')
-    with pytest.raises(metrics_file.DamagedRecord, match=rf"{tmp_path.name}/metrics.json is damaged"):  # relative or not
+    # the path as the message gives it: relative to the working folder where it lies under it
+    with pytest.raises(metrics_file.DamagedRecord, match=rf"{tmp_path.name}/metrics.json is damaged"):
         metrics_file.read(tmp_path)
 
 
