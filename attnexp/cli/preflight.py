@@ -226,7 +226,13 @@ def check_trainer(cfg: DictConfig) -> None:
         warnings.simplefilter("ignore")
         try:
             instantiate(
-                cfg.trainer, logger=False, callbacks=[], default_root_dir=scratch, deterministic=None, benchmark=None
+                cfg.trainer,
+                logger=False,
+                callbacks=[],
+                default_root_dir=scratch,
+                deterministic=None,
+                benchmark=None,
+                _convert_="all",  # as the run builds it
             )
         except Exception as err:
             cause = root_cause(err)  # +trainer.foo=1: an argument the Trainer does not take, named with its options

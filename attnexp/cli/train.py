@@ -75,7 +75,8 @@ def train(cfg: DictConfig, record: RunRecord | None = None) -> dict[str, float]:
     callbacks.append(DeferredInterrupt())
     logger = trackers.build(cfg, record) or False  # named by the run, continuing its tracker runs (resume=true)
     quiet = {"enable_progress_bar": False} if multirun else {}
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, **quiet)
+    # plain dicts and lists: Lightning reads a dict value as one (max_time={days: 1}), not a config
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger, _convert_="all", **quiet)
     with console.bar_safe():
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}

@@ -329,3 +329,12 @@ def test_checkpoint_from_another_model(cli):
     assert "was written by a different mixer or network" in output
     assert "missing: net.layers.0.dense.bias, net.layers.0.dense.weight" in output
     assert "unexpected: net.layers.0.k_proj.bias" in output
+
+
+def test_a_time_limit_given_as_lightning_documents_it_trains(cli):
+    """Lightning takes ``max_time`` as ``DD:HH:MM:SS`` or as a mapping of timedelta's fields; Hydra hands a mapping over
+    as a config, which Lightning could not read: the Trainer gets plain values."""
+    root, proc = cli("+trainer.max_time={minutes: 30}", "trainer.max_epochs=1", check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (run,) = run_dirs(root / "outputs")
+    assert (run / "metrics.json").is_file()
