@@ -142,7 +142,8 @@ def main() -> None:
                     print(line, flush=True)
     load = os.getloadavg()
     lines.append(
-        f"\nbench_scaling: {args.rounds} rounds, {args.clock} clock at one thread; {cpu()}; torch {torch.__version__}, "
+        f"\nbench_scaling: {args.rounds} rounds, {args.clock} clock; torch's default {default_threads} threads; "
+        f"{cpu()}; torch {torch.__version__}, "
         f"Python {platform.python_version()}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
         f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
     )
