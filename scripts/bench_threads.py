@@ -86,8 +86,8 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--env", nargs="*", default=[], metavar="KEY=VALUE", help="for every run, e.g. OMP_WAIT_POLICY=ACTIVE"
+    parser.add_argument(  # one a flag: a list would take the overrides after it as variables too
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="for every run, e.g. OMP_WAIT_POLICY=ACTIVE"
     )
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
     args = parsed(parser, rounds=1)
