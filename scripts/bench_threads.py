@@ -12,10 +12,10 @@ run's record.
     ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py
     ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py experiment=nanogpt_char \
         data.windows=3600 test=false
-    ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py --env OMP_WAIT_POLICY=ACTIVE
+    ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py --env OMP_WAIT_POLICY=PASSIVE
 
-``attnexp`` waits passively (``OMP_WAIT_POLICY=PASSIVE`` unless set): ``--env OMP_WAIT_POLICY=ACTIVE`` measures
-OpenMP's spinning threads instead.
+OpenMP's threads wait as its default says (spinning a while); ``--env OMP_WAIT_POLICY=PASSIVE`` measures sleeping
+threads instead.
 
 On a machine shared with other work, wall-clock figures measure the neighbours too: run it on a quiet machine.
 """
@@ -87,7 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(  # one a flag: a list would take the overrides after it as variables too
-        "--env", action="append", default=[], metavar="KEY=VALUE", help="for every run, e.g. OMP_WAIT_POLICY=ACTIVE"
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="for every run, e.g. OMP_WAIT_POLICY=PASSIVE"
     )
     parser.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT)})")
     args = parsed(parser, rounds=1)

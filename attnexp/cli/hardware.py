@@ -12,12 +12,6 @@ CPU = ("cpu", "auto")  # the accelerators that can mean CPU processes
 DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia[0-9]*")  # where a loaded NVIDIA driver shows
 
 
-def passive_waiting() -> None:
-    """OpenMP's threads sleep when they wait, unless the user's environment says otherwise: two threads beside a busy
-    process do not spin against it (docs/speed.md). Read once, when torch loads: set before."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
 def cores() -> int:
     """CPU cores this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

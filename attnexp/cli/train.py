@@ -19,7 +19,7 @@ from attnexp import config_dir
 from attnexp.cli import command, console, entrypoint, failures, preflight, ranks, report, schema, search_path
 from attnexp.cli.budget import with_budget
 from attnexp.cli.build import network as build_net
-from attnexp.cli.hardware import cores, passive_waiting, sweep_jobs, threads_per_job
+from attnexp.cli.hardware import cores, sweep_jobs, threads_per_job
 from attnexp.cli.typos import NOTHING, quote_path
 from attnexp.errors import EXIT_CODES, is_disk_full
 from attnexp.runs import data as data_of_run
@@ -212,7 +212,6 @@ def cli() -> None:
     """Console script ``attnexp``: the pre-flight stage (bad input: status 2, no folder), then :func:`main`."""
 
     def check() -> None:
-        passive_waiting()
         args = with_budget(quote_path(a, ("ckpt_path", "data.path")) for a in sys.argv[1:])
         if ranks.is_global_zero():  # another rank of a data-parallel run was checked by rank 0, and writes no log
             with console.quiet(logging.ERROR, "attnexp"):

@@ -1,30 +1,78 @@
 """How many torch threads a run trains with on a CPU: one where a training step is too small to share between cores,
-more only where its matrices pay for them.
+more only where its matrices pay for them, and never more than the cores that are free when training starts.
 
 A second OpenMP thread costs a fork and a join, and a waiting core, in every parallel operation of the step; on a
-small model that costs more than it saves, and beside a busy process two threads collapsed (docs/speed.md#threads: the
-MNIST model's epoch took 2.5-4x as long on torch's two threads as on one). The work of a step is counted, not guessed:
-the floating-point operations of one training batch's forward pass, by torch's own ``FlopCounterMode``, on the real
-model and batch before training starts (no weight, random state or batch changes). The count runs with gradients on, as
-training does: torch's module tracker, which the counter uses, fails on a parameter's view made without them (a learned
-position table). Should counting fail anyway (a network of one's own), the run trains on torch's default threads and
-train.log says why; metrics.json records the threads a run trained with (``device.threads``).
+small model that costs more than it saves. The work of a step is counted, not guessed: the floating-point operations
+of one training batch's forward pass, by torch's own ``FlopCounterMode``, on the real model and batch before training
+starts (no weight, random state or batch changes). The count runs with gradients on, as training does: torch's module
+tracker, which the counter uses, fails on a parameter's view made without them (a learned position table). Should
+counting fail anyway (a network of one's own), the run trains on every free core and train.log says why.
+
+OpenMP's threads wait for work by spinning a while (its default): the cores a step gets pay on a quiet machine, but a
+thread that shares its core with a busy process is preempted for whole time slices, and every parallel operation waits
+for it (two threads took 2-5x a single one's step beside a busy loop). So the cores that are busy when training
+starts (Linux's per-core counters, looked at for a tenth of a second) are left to whoever uses them.
+``trainer.deterministic=true`` does not look: its numbers must not depend on what else runs. metrics.json records the
+threads (``device.threads``) and why (``device.threads_why``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-# Forward FLOPs of one training step that pay for each thread (docs/speed.md#threads): two threads paid on
-# experiment=nanogpt_char (1.3 GFLOP), not on the MNIST model (0.02 GFLOP); the steps between get one thread.
-FLOPS_PER_THREAD = 5.0e8
+# Forward FLOPs of one training step that pay for each thread (docs/speed.md#threads): two threads paid from
+# experiment=vit_mnist (0.62 GFLOP) up, not on the MNIST model (0.02 GFLOP) nor experiment=mnist_mlp (0.08).
+FLOPS_PER_THREAD = 1.0e8
 MOST = torch.get_num_threads()  # torch's default when this module is first imported: OMP_NUM_THREADS, else the cores
+LOOK = 0.1  # seconds the cores are watched at the start of training
+FREE = 0.5  # a core is free when it was idle for at least this share of the look
+STAT = Path("/proc/stat")
 log = logging.getLogger("attnexp")
+
+
+def core_times() -> dict[int, tuple[int, int]]:
+    """Each core's (idle, total) time so far, in clock ticks (Linux's /proc/stat; waiting for a disk counts as idle,
+    time a hypervisor gave away as busy); empty where there is no such file."""
+    try:
+        lines = STAT.read_text().splitlines()
+    except OSError:
+        return {}
+    times = {}
+    for line in lines:
+        name, *values = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            ticks = [int(v) for v in values[:8]]
+            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+    return times
+
+
+def usable_cores() -> set[int]:
+    """The cores this process may run on (empty where the system does not say)."""
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+
+
+def free_cores(look: float = LOOK) -> int | None:
+    """The cores this process may use that were idle for at least :data:`FREE` of ``look`` seconds while it slept, or
+    None where the machine does not say (no /proc/stat)."""
+    mine = usable_cores()
+    before = core_times()
+    if not before or not mine:
+        return None
+    time.sleep(look)
+    after = core_times()
+    free = 0
+    for core in mine & before.keys() & after.keys():
+        idle, total = (a - b for a, b in zip(after[core], before[core], strict=True))
+        free += total > 0 and idle >= FREE * total
+    return free
 
 
 def threads_for(flops: float, most: int) -> int:
@@ -50,11 +98,13 @@ class ThreadRule(pl.Callback):
     """Torch's threads for a run: ``requested`` when given (the user's ``threads=N``), from the moment it is made. Else
     one thread (data and weights are made the same way on every machine) until fitting starts, before anything records
     them: then on a CPU :func:`threads_for` the forward FLOPs of the first training batch, at most torch's default
-    (:data:`MOST`) and a parallel sweep job's ``share`` of the cores; on another accelerator the host only feeds the
-    device, and one thread does."""
+    (:data:`MOST`), a parallel sweep job's ``share`` of the cores and the cores free then (:func:`free_cores`); on
+    another accelerator the host only feeds the device, and one thread does. :attr:`why` says why."""
 
     def __init__(self, requested: int | None = None, share: int | None = None) -> None:
         self.requested, self.most = requested, min(share or MOST, MOST)
+        self.shared = share is not None and share < MOST
+        self.why = f"threads={requested}" if requested else "one thread (not training on a CPU)"
         torch.set_num_threads(requested or 1)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -62,18 +112,43 @@ class ThreadRule(pl.Callback):
             torch.set_num_threads(self.choose(trainer, pl_module))
 
     def choose(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
-        """:func:`threads_for` the first training batch; one thread where there is none to count, torch's default
-        (at most the share) where counting fails."""
+        """:func:`threads_for` the first training batch, at most the cores free now; one thread where there is none to
+        count, every free core (at most the share) where counting fails. Says why in :attr:`why`."""
         datamodule = getattr(trainer, "datamodule", None)
         if self.most <= 1 or datamodule is None or not hasattr(pl_module, "_step"):
+            alone = "at most one thread here (torch's default or the job's share)"
+            self.why = alone if self.most <= 1 else "no training batch to count: one thread"
             return 1
         try:
             with torch.random.fork_rng(devices=[]):  # a data module of one's own may draw from torch's generator
                 batch = next(iter(datamodule.train_dataloader()), None)
-            return 1 if batch is None else threads_for(forward_flops(pl_module, batch), self.most)
+            if batch is None:
+                self.why = "no training batch to count: one thread"
+                return 1
+            flops = forward_flops(pl_module, batch)
+            wanted = threads_for(flops, self.most)
+            work = f"{flops / 1e9:.3g} GFLOP a training step's forward pass (a thread per {FLOPS_PER_THREAD / 1e9:g})"
         except Exception as err:  # the count only picks a speed: a failure costs the run nothing but that
             log.warning(
                 f"Could not count the work of a training step to choose torch's threads ({type(err).__name__}: "
-                f"{err}); training on {self.most}, torch's default. threads=N chooses them."
+                f"{err}); training on every free core. threads=N chooses them."
             )
-            return self.most
+            wanted, work = self.most, f"the step could not be counted ({type(err).__name__})"
+        return self.at_most_free(wanted, work)
+
+    def at_most_free(self, wanted: int, work: str) -> int:
+        """``wanted`` threads, fewer where fewer cores are free (not looked at under deterministic algorithms)."""
+        of = f"{self.most} {'cores' if self.most > 1 else 'core'}" + (" (the sweep job's share)" if self.shared else "")
+        if wanted <= 1:
+            self.why = f"{work}: one thread"
+            return 1
+        if torch.are_deterministic_algorithms_enabled():
+            self.why = f"{work}, at most {of}: {wanted} threads (deterministic: the load not looked at)"
+            return wanted
+        free = free_cores()
+        if free is None or free >= wanted:
+            self.why = f"{work}, at most {of}: {wanted} threads"
+            return wanted
+        threads = max(1, free)
+        self.why = f"{work}, at most {of}: {threads}, not {wanted}: {free} of them free when training started"
+        return threads

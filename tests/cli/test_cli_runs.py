@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from helpers import FAST, options, read_events, read_metrics, run_dirs
 
 VARIANTS = options("model")  # every option in configs/model
@@ -32,6 +33,23 @@ def test_the_explicit_path_is_recorded(cli):
     root, _ = cli("model=euclid", "model.path=explicit", *FAST)
     (run,) = run_dirs(root / "outputs")
     assert read_metrics(run)["status"] == "ok" and read_metrics(run)["path"] == "explicit"
+
+
+def test_the_record_holds_the_threads_training_ran_on_and_why(cli, monkeypatch):
+    """The thread rule chooses when fitting starts: metrics.json says what it chose then (it said the one thread a run
+    makes its data and weights on), and why."""
+    from attnexp.training import threads
+
+    monkeypatch.setattr(threads, "MOST", 2)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)  # every step pays for its threads
+    monkeypatch.setattr(threads, "free_cores", lambda: 2, raising=False)  # quiet, whatever runs beside the test
+    try:
+        root, _ = cli(*FAST)
+    finally:
+        torch.set_num_threads(1)  # the test process's own count (tests/conftest.py)
+    device = read_metrics(run_dirs(root / "outputs")[0])["device"]
+    assert device["threads"] == 2, device
+    assert device["threads_why"].endswith("at most 2 cores: 2 threads"), device
 
 
 def test_dot_learns_digits(cli):

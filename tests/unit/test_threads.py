@@ -1,5 +1,6 @@
-"""Torch's threads by default: one for a step too small to share, more where its forward pass pays for them, the
-user's ``threads=N`` always; counting the step leaves no trace in the run."""
+"""Torch's threads by default: one for a step too small to share, more where its forward pass pays for them, never
+more than the cores free when training starts, the user's ``threads=N`` always; counting the step leaves no trace in
+the run."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from attnexp.tasks import ImageClassification
 from attnexp.training import threads
 from attnexp.training.module import TaskModule
 
+real_core_times = threads.core_times
+
 
 @pytest.fixture(autouse=True)
 def one_thread_after():
@@ -31,7 +34,29 @@ class ThreadsSeen(pl.Callback):
         self.seen = torch.get_num_threads()
 
 
-def fit(rule: threads.ThreadRule, dropout: float = 0.0, **net_options) -> tuple[TaskModule, int]:
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """Every core idle while the rule looks (the test machine's own load left out), and no time spent looking."""
+    monkeypatch.setattr(threads, "LOOK", 0.0)
+    machine_with_busy_cores(monkeypatch, 0)
+
+
+def machine_with_busy_cores(monkeypatch, busy: int, cores: int = 4) -> None:
+    """/proc/stat as it reads on a machine of ``cores`` cores (all this process's) all idle but ``busy`` of them."""
+    mine = range(cores)
+    monkeypatch.setattr(threads, "usable_cores", lambda: set(mine))
+    reads = iter(range(1, 1000))
+
+    def core_times():
+        n = next(reads) * 100  # ticks so far: each look 100 more a core, all idle but on the busy cores
+        return {core: (0 if i < busy else n, n) for i, core in enumerate(mine)}
+
+    monkeypatch.setattr(threads, "core_times", core_times)
+
+
+def fit(
+    rule: threads.ThreadRule, dropout: float = 0.0, deterministic: bool = False, **net_options
+) -> tuple[TaskModule, int]:
     """Two training batches of a tiny model on the digits with ``rule``; the module and the threads it trained with."""
     pl.seed_everything(0, verbose=False)
     data = DigitsDataModule(patch_size=2, batch_size=16, val_size=100)
@@ -46,11 +71,7 @@ def fit(rule: threads.ThreadRule, dropout: float = 0.0, **net_options) -> tuple[
     )
     module = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.SGD, lr=0.1))
     seen = ThreadsSeen()
-    trainer = quiet_trainer(
-        max_steps=2,
-        limit_val_batches=0,
-        callbacks=[rule, seen],
-    )
+    trainer = quiet_trainer(max_steps=2, limit_val_batches=0, callbacks=[rule, seen], deterministic=deterministic)
     trainer.fit(module, datamodule=data)
     return module, seen.seen
 
@@ -117,3 +138,61 @@ def test_a_step_that_cannot_be_counted_trains_on_the_default_threads_and_says_wh
     with caplog.at_level("WARNING", logger="attnexp"):
         assert fit(threads.ThreadRule())[1] == 3
     assert "Could not count the work of a training step" in caplog.text and "a network of one's own" in caplog.text
+
+
+def test_busy_cores_are_left_to_whoever_uses_them(monkeypatch):
+    """Beside busy processes a step's threads would wait for a core they share at every parallel operation: the rule
+    takes the cores that were idle while it looked, and says so."""
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    machine_with_busy_cores(monkeypatch, 3)  # one of four free
+    rule = threads.ThreadRule()
+    assert fit(rule)[1] == 1
+    assert "1, not 3: 1 of them free when training started" in rule.why
+    machine_with_busy_cores(monkeypatch, 2)
+    assert fit(threads.ThreadRule())[1] == 2
+
+
+def test_a_quiet_machine_gives_the_step_its_threads_and_the_reason(monkeypatch):
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    rule = threads.ThreadRule()
+    assert fit(rule)[1] == 3
+    assert "GFLOP a training step's forward pass" in rule.why and rule.why.endswith("at most 3 cores: 3 threads")
+
+
+def test_deterministic_runs_do_not_depend_on_what_else_runs(monkeypatch):
+    """``trainer.deterministic=true``: the same command gives the same numbers, so the load is not looked at."""
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    machine_with_busy_cores(monkeypatch, 4)  # every core busy
+    rule = threads.ThreadRule()
+    assert fit(rule, deterministic=True)[1] == 3
+    assert "deterministic" in rule.why
+
+
+def test_a_machine_that_does_not_say_gives_the_counted_threads(monkeypatch):
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    monkeypatch.setattr(threads, "STAT", threads.STAT.with_name("no such file"))
+    monkeypatch.setattr(threads, "core_times", real_core_times)
+    assert threads.free_cores() is None
+    assert fit(threads.ThreadRule())[1] == 3
+
+
+def test_the_cores_are_read_from_linux_counters(tmp_path, monkeypatch):
+    """A /proc/stat of two cores, one busy over the look: one free core."""
+    stat = tmp_path / "stat"
+    looks = iter(
+        [
+            "cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 5 0 5 50 0 0 0 0 0 0\ncpu1 5 0 5 50 0 0 0 0 0 0\nintr 1\n",
+            "cpu  30 0 10 110 0 0 0 0 0 0\ncpu0 5 0 5 60 0 0 0 0 0 0\ncpu1 25 0 5 50 0 0 0 0 0 0\nintr 1\n",
+        ]
+    )
+    monkeypatch.setattr(threads, "STAT", stat)
+    monkeypatch.setattr(threads, "core_times", real_core_times)
+    monkeypatch.setattr(threads, "usable_cores", lambda: {0, 1})
+    real_sleep = threads.time.sleep
+    stat.write_text(next(looks))
+    monkeypatch.setattr(threads.time, "sleep", lambda s: (stat.write_text(next(looks)), real_sleep(0)))
+    assert threads.free_cores() == 1

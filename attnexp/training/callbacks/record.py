@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 
 from attnexp.errors import explain, is_disk_full
 from attnexp.mixers import MultiHeadAttention
@@ -15,6 +16,7 @@ from attnexp.runs import metrics_file, provenance, resolution, trackers
 from attnexp.runs.folders import checkpoints_of
 from attnexp.runs.record import RunRecord
 from attnexp.training.divergence import DivergedError
+from attnexp.training.threads import ThreadRule
 
 log = logging.getLogger("attnexp")
 
@@ -47,6 +49,12 @@ def what_ran(trainer: pl.Trainer, pl_module: Any) -> dict[str, Any]:
     facts["examples"] = {name: len(x) for name, (x, _) in splits.items()}
     facts["scored"] = task.scored(splits)  # per split, the predictions each accuracy counts (tokens, not windows)
     return {**facts, "software": provenance.software(), "device": provenance.device(device, trainer.num_devices)}
+
+
+def threads_used(trainer: pl.Trainer) -> dict[str, Any]:
+    """The threads training runs on, once fitting starts (the thread rule chooses then), and why."""
+    rule = next((c for c in trainer.callbacks if isinstance(c, ThreadRule)), None)  # type: ignore[attr-defined]
+    return {"threads": torch.get_num_threads(), **({} if rule is None else {"threads_why": rule.why})}
 
 
 def describe(fields: dict[str, Any], trainer: pl.Trainer, pl_module: Any) -> str:
@@ -135,8 +143,9 @@ class RecordKeeper(pl.Callback):
             if self.announce:
                 log.info(describe(self.record.fields, trainer, pl_module))
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:  # after the thread rule's
         self.fit_started = time.perf_counter()
+        self.record.fields["device"] |= threads_used(trainer)
         self._write(trainer, metrics_file.RUNNING)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
