@@ -98,7 +98,8 @@ class ThreadRule(pl.Callback):
     """Torch's threads for a run: ``requested`` when given (the user's ``threads=N``), from the moment it is made. Else
     one thread (data and weights are made the same way on every machine) until fitting starts, before anything records
     them: then on a CPU :func:`threads_for` the forward FLOPs of the first training batch, at most torch's default
-    (:data:`MOST`), a parallel sweep job's ``share`` of the cores and the cores free then (:func:`free_cores`); on
+    (:data:`MOST`), a parallel sweep job's ``share`` of the cores or a data-parallel process's, and the cores free then
+    (:func:`free_cores`); on
     another accelerator the host only feeds the device, and one thread does. :attr:`why` says why."""
 
     def __init__(self, requested: int | None = None, share: int | None = None) -> None:
@@ -109,6 +110,8 @@ class ThreadRule(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self.requested and trainer.strategy.root_device.type == "cpu":
+            if trainer.num_devices > 1:  # data-parallel processes on this machine share its cores
+                self.most, self.shared = min(self.most, max(1, MOST // trainer.num_devices)), True
             torch.set_num_threads(self.choose(trainer, pl_module))
 
     def choose(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
@@ -138,7 +141,7 @@ class ThreadRule(pl.Callback):
 
     def at_most_free(self, wanted: int, work: str) -> int:
         """``wanted`` threads, fewer where fewer cores are free (not looked at under deterministic algorithms)."""
-        of = f"{self.most} {'cores' if self.most > 1 else 'core'}" + (" (the sweep job's share)" if self.shared else "")
+        of = f"{self.most} {'cores' if self.most > 1 else 'core'}" + (" (this process's share)" if self.shared else "")
         if wanted <= 1:
             self.why = f"{work}: one thread"
             return 1

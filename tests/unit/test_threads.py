@@ -5,6 +5,7 @@ the run."""
 from __future__ import annotations
 
 from functools import partial
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
@@ -196,3 +197,19 @@ def test_the_cores_are_read_from_linux_counters(tmp_path, monkeypatch):
     stat.write_text(next(looks))
     monkeypatch.setattr(threads.time, "sleep", lambda s: (stat.write_text(next(looks)), real_sleep(0)))
     assert threads.free_cores() == 1
+
+
+def test_data_parallel_processes_on_one_machine_share_its_cores(monkeypatch):
+    """Two training processes on the CPU (``trainer.devices=2``): each takes at most half of the cores, whatever the
+    look at the cores saw (the other process may be sleeping while it looks)."""
+    monkeypatch.setattr(threads, "MOST", 4)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    data = DigitsDataModule(patch_size=2, batch_size=16, val_size=100)
+    data.setup("fit")
+    net = PatchClassifier(partial(DotAttention, heads=1), image_size=8, channels=1, patch_size=2, num_classes=10)
+    module = TaskModule(net, ImageClassification(), optimizer=partial(torch.optim.SGD, lr=0.1))
+    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")), num_devices=2, datamodule=data)
+    rule = threads.ThreadRule()
+    rule.on_fit_start(trainer, module)
+    assert torch.get_num_threads() == 2, rule.why
+    assert "at most 2 cores (this process's share): 2 threads" in rule.why
