@@ -11,7 +11,8 @@ counting fail anyway (a network of one's own), the run trains on every free core
 OpenMP's threads wait for work by spinning a while (its default): the cores a step gets pay on a quiet machine, but a
 thread that shares its core with a busy process is preempted for whole time slices, and every parallel operation waits
 for it (two threads took 2-5x a single one's step beside a busy loop). So the cores that are busy when training
-starts (Linux's per-core counters, looked at for a tenth of a second) are left to whoever uses them.
+starts (Linux's per-core counters, looked at for a tenth of a second), and every 30 seconds of training after, are
+left to whoever uses them.
 ``trainer.deterministic=true`` does not look: its numbers must not depend on what else runs. metrics.json records the
 threads (``device.threads``) and why (``device.threads_why``).
 """
@@ -33,6 +34,7 @@ from torch.utils.flop_counter import FlopCounterMode
 FLOPS_PER_THREAD = 1.0e8
 MOST = torch.get_num_threads()  # torch's default when this module is first imported: OMP_NUM_THREADS, else the cores
 LOOK = 0.1  # seconds the cores are watched at the start of training
+RELOOK = 30.0  # seconds of training between two looks (a tenth of a second asleep each: 0.3% of the time)
 FREE = 0.5  # a core is free when it was idle for at least this share of the look
 STAT = Path("/proc/stat")
 log = logging.getLogger("attnexp")
@@ -99,13 +101,15 @@ class ThreadRule(pl.Callback):
     one thread (data and weights are made the same way on every machine) until fitting starts, before anything records
     them: then on a CPU :func:`threads_for` the forward FLOPs of the first training batch, at most torch's default
     (:data:`MOST`), a parallel sweep job's ``share`` of the cores or a data-parallel process's, and the cores free then
-    (:func:`free_cores`); on
-    another accelerator the host only feeds the device, and one thread does. :attr:`why` says why."""
+    (:func:`free_cores`), looked at again every :data:`RELOOK` seconds of training (a process started beside the run
+    takes its core back); on another accelerator the host only feeds the device, and one thread does. :attr:`why` says
+    why."""
 
     def __init__(self, requested: int | None = None, share: int | None = None) -> None:
         self.requested, self.most = requested, min(share or MOST, MOST)
         self.shared = share is not None and share < MOST
         self.why = f"threads={requested}" if requested else "one thread (not training on a CPU)"
+        self.wanted, self.next_look = 1, 0.0  # the threads the step pays for where the cores are free; when to look
         torch.set_num_threads(requested or 1)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -113,6 +117,18 @@ class ThreadRule(pl.Callback):
             if trainer.num_devices > 1:  # data-parallel processes on this machine share its cores
                 self.most, self.shared = min(self.most, max(1, MOST // trainer.num_devices)), True
             torch.set_num_threads(self.choose(trainer, pl_module))
+            self.next_look = time.monotonic() + RELOOK
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, idx: int) -> None:
+        """Every :data:`RELOOK` seconds, the threads again from the cores free now (only where more would pay)."""
+        if self.wanted <= 1 or time.monotonic() < self.next_look:
+            return
+        free = free_cores()
+        threads = self.wanted if free is None else max(1, min(self.wanted, free))
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+            self.why += f"; {threads} from step {trainer.global_step} ({free} {'core' if free == 1 else 'cores'} free)"
+        self.next_look = time.monotonic() + RELOOK
 
     def choose(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
         """:func:`threads_for` the first training batch, at most the cores free now; one thread where there is none to
@@ -148,7 +164,7 @@ class ThreadRule(pl.Callback):
         if torch.are_deterministic_algorithms_enabled():
             self.why = f"{work}, at most {of}: {wanted} threads (deterministic: the load not looked at)"
             return wanted
-        free = free_cores()
+        self.wanted, free = wanted, free_cores()
         if free is None or free >= wanted:
             self.why = f"{work}, at most {of}: {wanted} threads"
             return wanted

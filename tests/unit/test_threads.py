@@ -213,3 +213,23 @@ def test_data_parallel_processes_on_one_machine_share_its_cores(monkeypatch):
     rule.on_fit_start(trainer, module)
     assert torch.get_num_threads() == 2, rule.why
     assert "at most 2 cores (this process's share): 2 threads" in rule.why
+
+
+def test_a_process_started_beside_the_run_gets_its_core_back(monkeypatch):
+    """The cores are looked at again as training goes (every ``RELOOK`` seconds, here every batch): a core that has
+    become busy is left to its process, and the record says from which step."""
+    monkeypatch.setattr(threads, "MOST", 3)
+    monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
+    monkeypatch.setattr(threads, "RELOOK", 0.0)
+    looks = iter([0, 0, 3, 3])  # busy cores at each read of /proc/stat: two reads a look; quiet, then three busy
+    ticks = iter(range(1, 1000))
+
+    def core_times():
+        n, busy = next(ticks) * 100, next(looks, 3)
+        return {core: (0 if core < busy else n, n) for core in range(4)}
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: set(range(4)))
+    monkeypatch.setattr(threads, "core_times", core_times)
+    rule = threads.ThreadRule()
+    assert fit(rule)[1] == 1
+    assert "at most 3 cores: 3 threads; 1 from step 0 (1 core free)" in rule.why, rule.why

@@ -129,6 +129,8 @@ class RecordKeeper(pl.Callback):
         self.history = [list(item) for item in state_dict.get("monitor_history", [])]
 
     def _write(self, trainer: pl.Trainer, status: Any = metrics_file.OK, **fields: Any) -> None:
+        if "device" in self.record.fields and trainer.state.fn == "fit":  # the thread rule may change them as it goes
+            self.record.fields["device"] |= threads_used(trainer)
         metrics = metrics_file.final_metrics(trainer.callback_metrics)
         fields = {**metrics, "status": status, "wall_s": round(time.perf_counter() - self.started, 3), **fields}
         if trainer.is_global_zero:
@@ -145,7 +147,6 @@ class RecordKeeper(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: Any) -> None:  # after the thread rule's
         self.fit_started = time.perf_counter()
-        self.record.fields["device"] |= threads_used(trainer)
         self._write(trainer, metrics_file.RUNNING)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
