@@ -110,6 +110,7 @@ class ThreadRule(pl.Callback):
         self.shared = share is not None and share < MOST
         self.why = f"threads={requested}" if requested else "one thread (not training on a CPU)"
         self.wanted, self.next_look = 1, 0.0  # the threads the step pays for where the cores are free; when to look
+        self.chosen, self.changes = self.why, 0  # the choice when fitting started; changes since
         torch.set_num_threads(requested or 1)
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -117,7 +118,7 @@ class ThreadRule(pl.Callback):
             if trainer.num_devices > 1:  # data-parallel processes on this machine share its cores
                 self.most, self.shared = min(self.most, max(1, MOST // trainer.num_devices)), True
             torch.set_num_threads(self.choose(trainer, pl_module))
-            self.next_look = time.monotonic() + RELOOK
+            self.chosen, self.next_look = self.why, time.monotonic() + RELOOK
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, idx: int) -> None:
         """Every :data:`RELOOK` seconds, the threads again from the cores free now (only where more would pay)."""
@@ -127,7 +128,10 @@ class ThreadRule(pl.Callback):
         threads = self.wanted if free is None else max(1, min(self.wanted, free))
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
-            self.why += f"; {threads} from step {trainer.global_step} ({free} {'core' if free == 1 else 'cores'} free)"
+            self.changes += 1
+            change = f"{threads} from step {trainer.global_step} ({free} {'core' if free == 1 else 'cores'} free)"
+            earlier = f" after {self.changes - 1} earlier changes" if self.changes > 1 else ""
+            self.why = f"{self.chosen}; {change}{earlier}"  # the first choice and the last change: a bounded record
         self.next_look = time.monotonic() + RELOOK
 
     def choose(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:

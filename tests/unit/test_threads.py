@@ -221,7 +221,8 @@ def test_a_process_started_beside_the_run_gets_its_core_back(monkeypatch):
     monkeypatch.setattr(threads, "MOST", 3)
     monkeypatch.setattr(threads, "FLOPS_PER_THREAD", 1.0)
     monkeypatch.setattr(threads, "RELOOK", 0.0)
-    looks = iter([0, 0, 3, 3])  # busy cores at each read of /proc/stat: two reads a look; quiet, then three busy
+    looks = iter([0, 0, 3, 3, 3, 3, 0, 0, 3, 3])  # busy cores at each read of /proc/stat, two reads a look: quiet,
+    # then three busy (the fit's two batches), then quiet, then busy again
     ticks = iter(range(1, 1000))
 
     def core_times():
@@ -232,4 +233,11 @@ def test_a_process_started_beside_the_run_gets_its_core_back(monkeypatch):
     monkeypatch.setattr(threads, "core_times", core_times)
     rule = threads.ThreadRule()
     assert fit(rule)[1] == 1
-    assert "at most 3 cores: 3 threads; 1 from step 0 (1 core free)" in rule.why, rule.why
+    assert rule.why.endswith("at most 3 cores: 3 threads; 1 from step 0 (1 core free)"), rule.why
+    seen = ThreadsSeen()
+    rule.on_train_batch_start(SimpleNamespace(global_step=2), None, None, 2)  # the core is free again
+    seen.on_train_batch_start(None, None, None, 2)
+    assert seen.seen == 3 and rule.why.endswith("3 threads; 3 from step 2 (4 cores free) after 1 earlier changes")
+    rule.on_train_batch_start(SimpleNamespace(global_step=3), None, None, 3)
+    assert rule.why.endswith("3 threads; 1 from step 3 (1 core free) after 2 earlier changes"), rule.why
+    assert rule.why.count(";") == 1  # the first choice and the last change, however long the run
