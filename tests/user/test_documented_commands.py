@@ -35,6 +35,8 @@ NOT_RUN = {  # a command as collected (Command.text) -> why this tier does not r
     "trainer.devices=4 trainer.num_nodes=2 model=dot,euclid seed=0,1,2": CLUSTER,
     "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_threads.py --smoke": "six fresh processes, "
     "beside a busy one (a minute: CI's time); tests/unit/test_threads.py tests the rule it measures",
+    "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/bench_waiting.py --smoke": "three fresh processes "
+    "(CI's time); tests/unit/test_threads.py tests the rule its table informs",
     "ATTNEXP_DATA_DIR=/path/to/data PYTHONPATH=. python scripts/profile_step.py --smoke": "a ViT trained and "
     "profiled under torch's profiler, beside a plain loop (a minute: CI's time)",
     "PYTHONPATH=. python scripts/bench_kernel_static.py --smoke": "its kernels are compiled offline by "
