@@ -23,6 +23,7 @@ On a machine shared with other work, wall-clock figures measure the neighbours t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from smoke import SMALL_RUN, parsed
@@ -45,11 +47,22 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one_run(overrides: list[str], folder: Path, busy: bool, env: dict[str, str]) -> dict[str, float]:
-    """Fit seconds, the process's CPU seconds and the threads it trained with, of one CLI run."""
+@contextlib.contextmanager
+def beside_busy(busy: bool) -> Iterator[None]:
+    """A Python busy-loop running beside what the block starts (from half a second before), or nothing."""
     neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
-        time.sleep(0.5 if busy else 0)  # the neighbour is running before the run starts
+        time.sleep(0.5 if busy else 0)
+        yield
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+
+
+def one_run(overrides: list[str], folder: Path, busy: bool, env: dict[str, str]) -> dict[str, float]:
+    """Fit seconds, the process's CPU seconds and the threads it trained with, of one CLI run."""
+    with beside_busy(busy):
         cpu = children_cpu()
         proc = subprocess.run(
             [sys.executable, "-m", "attnexp.cli.train", *overrides, f"hydra.run.dir={folder}"],
@@ -58,10 +71,6 @@ def one_run(overrides: list[str], folder: Path, busy: bool, env: dict[str, str])
             env={**os.environ, **env},
         )
         cpu = children_cpu() - cpu
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
     if proc.returncode != 0:
         raise SystemExit(f"the run failed (exit status {proc.returncode}):\n{proc.stderr[-2000:]}")
     record = json.loads((folder / "metrics.json").read_text())

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from bench_threads import machine  # the script beside this one
+from bench_threads import beside_busy, machine  # the script beside this one
 from smoke import parsed
 
 SETTINGS = {  # name -> (threads, environment)
@@ -62,14 +62,8 @@ def in_fresh_process(overrides: list[str], threads: int, env: dict[str, str], ar
     environ = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | env
     command = [sys.executable, __file__, "--measure", str(threads), "--steps", str(args.steps)]
     command += ["--rounds", str(args.rounds), *overrides]
-    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
-    try:
-        time.sleep(0.5 if neighbour else 0)
+    with beside_busy(args.busy):
         done = subprocess.run(command, capture_output=True, text=True, env=environ, check=False)
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
     if done.returncode != 0:
         raise SystemExit(f"the measuring process failed:\n{done.stderr[-2000:]}")
     return float(done.stdout.split()[-1])
