@@ -77,6 +77,11 @@ def free_cores(look: float = LOOK) -> int | None:
     return free
 
 
+def on_free(wanted: int, free: int | None) -> int:
+    """``wanted`` threads, at most the ``free`` cores (at least one; all ``wanted`` where the machine does not say)."""
+    return wanted if free is None else max(1, min(wanted, free))
+
+
 def threads_for(flops: float, most: int) -> int:
     """Threads for a training step whose forward pass does ``flops`` floating-point operations: one per
     :data:`FLOPS_PER_THREAD`, at least one, at most ``most`` (the cores torch may use)."""
@@ -125,7 +130,7 @@ class ThreadRule(pl.Callback):
         if self.wanted <= 1 or time.monotonic() < self.next_look:
             return
         free = free_cores()
-        threads = self.wanted if free is None else max(1, min(self.wanted, free))
+        threads = on_free(self.wanted, free)
         if threads != torch.get_num_threads():
             torch.set_num_threads(threads)
             self.changes += 1
@@ -169,9 +174,7 @@ class ThreadRule(pl.Callback):
             self.why = f"{work}, at most {of}: {wanted} threads (deterministic: the load not looked at)"
             return wanted
         self.wanted, free = wanted, free_cores()
-        if free is None or free >= wanted:
-            self.why = f"{work}, at most {of}: {wanted} threads"
-            return wanted
-        threads = max(1, free)
-        self.why = f"{work}, at most {of}: {threads}, not {wanted}: {free} of them free when training started"
+        threads = on_free(wanted, free)
+        fewer = f", not {wanted}: {free} of them free when training started" if threads < wanted else " threads"
+        self.why = f"{work}, at most {of}: {threads}{fewer}"
         return threads
