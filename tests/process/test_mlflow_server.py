@@ -1,7 +1,7 @@
 """A run sent to a real MLflow tracking server over HTTP (``logger.mlflow.tracking_uri=http://...``): the server is a
 process of its own on 127.0.0.1, started here on a free port and stopped after; the run, its tags and its artifacts
-are read back through the server with MLflow's client. Needs the full mlflow package (its server), not the
-mlflow-skinny that attnexp's extra installs."""
+are read back through the server with MLflow's client. The server is mlflow-skinny's own ``mlflow server`` with the web
+framework it runs on (Flask and flask-cors, in the test extra; the full mlflow package has them too)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def free_port() -> int:
 
 def test_a_run_lands_in_an_mlflow_server(tmp_path):
     pytest.importorskip("mlflow", reason="the mlflow extra is not installed: pip install 'attnexp[mlflow]'")
-    pytest.importorskip("flask", reason="mlflow server needs the full mlflow package (pip install mlflow), not skinny")
+    for module in ("flask", "flask_cors"):  # in the test extra
+        pytest.importorskip(module, reason="mlflow server needs Flask and flask-cors: pip install -e '.[test]'")
     from mlflow import MlflowClient
 
     port, store = free_port(), tmp_path / "server"

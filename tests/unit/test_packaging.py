@@ -27,7 +27,8 @@ def test_the_configs_go_into_the_package_and_are_found_there_once_installed():
 
 def test_the_trackers_are_extras_the_base_install_does_not_pull():
     """pip install -e . installs neither MLflow nor W&B; the extras do, and the test extra brings W&B and MLflow's
-    client only (mlflow-skinny: CI's install time), not the full mlflow with its server."""
+    client only (mlflow-skinny: CI's install time), not the full mlflow, with the Flask and flask-cors that the skinny
+    package's own ``mlflow server`` runs on: CI runs tests/process/test_mlflow_server.py."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     names = [d.split(">")[0].split("[")[0].strip().lower() for d in project["dependencies"]]
     assert not {n for n in names if n.startswith(("mlflow", "wandb"))}, names
@@ -35,3 +36,5 @@ def test_the_trackers_are_extras_the_base_install_does_not_pull():
     assert extras["mlflow"][0].startswith("mlflow-skinny") and extras["wandb"][0].startswith("wandb")
     assert "attnexp[mlflow]" in extras["test"] and not any(d.startswith("mlflow>") for d in extras["test"])
     assert "attnexp[wandb]" in extras["test"]
+    tested = {d.split("<")[0].split(">")[0].strip().lower() for d in extras["test"]}
+    assert {"flask", "flask-cors"} <= tested, tested
