@@ -10,7 +10,8 @@ step by the thread's CPU time, leaving out the time a shared machine gives to ot
 Floor (a call past ``tiles.KEEP_SCORES`` scores, which goes tile by tile): the least any design of eager torch
 operations that computes each tile once forward and once backward does, timed in the same rounds: euclid's tiles
 (``ops/rows_tiles.plan``), each with its distances' matmul, ``rsqrt`` and ``exp2`` forward and again backward, and the
-matmuls of the output and of dv, dp, dq and dk; no row sum, mask, exact row, scaling or Python besides the loop.
+matmuls of the output and of dv, dp, dq and dk; no row sum, mask, exact row, scaling or Python besides the loop, and
+not the layer's projections that euclid's and dot's steps also run (so below what a euclid step can reach).
 
 Peak memory: the most tensor memory alive during two steps of a fresh layer, over what was alive before (torch's
 memory profile of the CPU allocator: the inputs, weights and gradients of earlier steps left out; euclid's workspace
